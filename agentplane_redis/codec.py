@@ -1,0 +1,401 @@
+"""Validation of input and decoding of stored rows (pure).
+
+Everything here runs before a command is sent, or after a reply arrives; none
+of it does I/O. Rules are contract section 9.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any, NoReturn
+
+from .errors import CorruptRow, InvalidInput
+from .keys import split_components, unpack_row
+from .model import (
+    JSON,
+    CorrelationKey,
+    InboundEvent,
+    Operator,
+    Phase,
+    Subscription,
+    Timer,
+)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS = timedelta(milliseconds=1)
+MAX_STEP = 2**32 - 1
+MAX_PAYLOAD_LIMIT = 512 * 1024 * 1024
+MIN_INSTANT = (datetime.min.replace(tzinfo=timezone.utc) - EPOCH) // _MS
+MAX_INSTANT = (datetime.max.replace(tzinfo=timezone.utc) - EPOCH) // _MS
+DEFAULT_DEAD_REASON = "unclaimed"
+
+
+# ---------------------------------------------------------------- input
+
+
+def ident(name: str, value: object) -> str:
+    """A non-empty identifier encodable as UTF-8 (any content otherwise)."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidInput(f"{name} must not be empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{name} is not encodable as UTF-8 (lone surrogate?)") from None
+    return value
+
+
+def optional_ident(name: str, value: object) -> str:
+    """An optional identifier as the row stores it: "" for None."""
+    return "" if value is None else ident(name, value)
+
+
+def instant(name: str, value: object) -> int:
+    """Milliseconds since the epoch of an aware datetime, sub-millisecond digits dropped."""
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{name} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(f"{name} must be timezone-aware")
+    return (value - EPOCH) // _MS
+
+
+def to_datetime(ms: int) -> datetime:
+    return EPOCH + timedelta(milliseconds=ms)
+
+
+def optional_instant(name: str, value: object) -> int | None:
+    return None if value is None else instant(name, value)
+
+
+def limit(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{name} must be an int")
+    if value < 0:
+        raise InvalidInput(f"{name} must be at least 0")
+    return value
+
+
+def duration_ms(name: str, value: object) -> int:
+    """A lease as whole milliseconds, at least 1 after truncation."""
+    if isinstance(value, timedelta):
+        ms = value // _MS
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise InvalidInput(f"{name} must be finite")
+        ms = math.floor(value * 1000)
+    else:
+        raise InvalidInput(f"{name} must be a timedelta or a number of seconds")
+    if ms < 1:
+        raise InvalidInput(f"{name} must be at least 1 ms")
+    return ms
+
+
+def step(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_STEP:
+        raise InvalidInput(f"step must be an int from 0 to {MAX_STEP}")
+    return value
+
+
+def phase(value: object) -> Phase:
+    if isinstance(value, Phase):
+        return value
+    if isinstance(value, str) and value in ("forward", "compensating"):
+        return Phase(value)
+    raise InvalidInput('phase must be a Phase, "forward" or "compensating"')
+
+
+def correlation(
+    keys: object, *, required: bool
+) -> list[tuple[str, str]]:
+    """The distinct keys, first-given order kept."""
+    if not isinstance(keys, (tuple, list)):
+        raise InvalidInput("correlation must be a tuple of CorrelationKey")
+    out: list[tuple[str, str]] = []
+    for key in keys:
+        if not isinstance(key, CorrelationKey):
+            raise InvalidInput(f"correlation keys must be CorrelationKey, not {key!r}")
+        pair = (ident("namespace", key.namespace), ident("value", key.value))
+        if pair not in out:
+            out.append(pair)
+    if required and not out:
+        raise InvalidInput("a subscription needs at least one correlation key")
+    return out
+
+
+def _check_json(value: object, stack: list[int]) -> None:
+    if value is None or isinstance(value, (bool, int, str)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput("payload floats must be finite")
+        return
+    if isinstance(value, (list, tuple, dict)):
+        if id(value) in stack:
+            raise InvalidInput("payload contains a cycle")
+        stack.append(id(value))
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise InvalidInput(f"payload dict keys must be str, not {k!r}")
+                _check_json(v, stack)
+        else:
+            for item in value:
+                _check_json(item, stack)
+        stack.pop()
+        return
+    raise InvalidInput(f"payload holds a {type(value).__name__}, which is not a JSON value")
+
+
+def payload_text(value: JSON, max_bytes: int) -> str:
+    """Compact UTF-8 JSON text of a payload, within the size limit."""
+    _check_json(value, [])
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput("payload holds a string with a lone surrogate") from None
+    if size > max_bytes:
+        raise InvalidInput(f"payload is {size} bytes, over the limit of {max_bytes}")
+    return text
+
+
+def event_args(event: object, max_payload: int) -> list[str]:
+    """The full validation of an event, as script arguments:
+    source, id, kind, payload, actor, basis, then (namespace, value) pairs."""
+    if not isinstance(event, InboundEvent):
+        raise InvalidInput(f"expected an InboundEvent, not {type(event).__name__}")
+    args = [ident("source", event.source), ident("id", event.id), ident("kind", event.kind)]
+    args.append(payload_text(event.payload, max_payload))
+    if event.by is None:
+        args += ["", ""]
+    elif isinstance(event.by, Operator):
+        args += [ident("operator actor", event.by.actor), ident("operator basis", event.by.basis)]
+    else:
+        raise InvalidInput("by must be an Operator or None")
+    for ns, value in correlation(event.correlation, required=False):
+        args += [ns, value]
+    return args
+
+
+def subscription_args(sub: object) -> list[str]:
+    """run, effect, kind, step, phase, case, from_source, then (namespace, value) pairs."""
+    if not isinstance(sub, Subscription):
+        raise InvalidInput(f"expected a Subscription, not {type(sub).__name__}")
+    args = [
+        ident("run", sub.run),
+        ident("effect", sub.effect),
+        ident("kind", sub.kind),
+        str(step(sub.step)),
+        phase(sub.phase).value,
+        optional_ident("case", sub.case),
+        optional_ident("from_source", sub.from_source),
+    ]
+    for ns, value in correlation(sub.correlation, required=True):
+        args += [ns, value]
+    return args
+
+
+def timer_args(timer: object) -> list[str]:
+    """run, effect, fire_at, step, phase, case."""
+    if not isinstance(timer, Timer):
+        raise InvalidInput(f"expected a Timer, not {type(timer).__name__}")
+    return [
+        ident("run", timer.run),
+        ident("effect", timer.effect),
+        str(instant("fire_at", timer.fire_at)),
+        str(step(timer.step)),
+        phase(timer.phase).value,
+        optional_ident("case", timer.case),
+    ]
+
+
+def effects(values: object) -> list[str]:
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise InvalidInput("unanswered must be a collection of effect strings")
+    out: list[str] = []
+    for v in values:
+        e = ident("unanswered effect", v)
+        if e not in out:
+            out.append(e)
+    return out
+
+
+# ---------------------------------------------------------------- replies
+
+
+def text(value: object) -> str:
+    """A reply string, whether the client decodes responses or not."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    raise TypeError(f"unexpected reply element {value!r}")
+
+
+def raw(value: object) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError(f"unexpected reply element {value!r}")
+
+
+def integer(value: object) -> int:
+    if isinstance(value, int):
+        return value
+    return int(text(value))
+
+
+def fail_corrupt(what: str, detail: str) -> NoReturn:
+    raise CorruptRow(what, detail)
+
+
+def _describe_member(member: bytes) -> str:
+    try:
+        return repr(tuple(split_components(member)))
+    except (ValueError, UnicodeDecodeError):
+        return repr(member)
+
+
+def check_status(reply: Sequence[Any]) -> str:
+    """The leading status of a reply; a CORRUPT reply raises CorruptRow."""
+    status = text(reply[0])
+    if status == "CORRUPT":
+        fail_corrupt(f"{text(reply[1])} {_describe_member(raw(reply[2]))}", text(reply[3]))
+    return status
+
+
+def _stored_instant(what: str, field: bytes) -> int:
+    s = field.decode("ascii", "replace")
+    digits = s[1:] if s.startswith("-") else s
+    if not digits.isdigit() or not digits.isascii() or len(s) > 16:
+        fail_corrupt(what, f"instant {s!r} is not a decimal integer")
+    value = int(s)
+    if not MIN_INSTANT <= value <= MAX_INSTANT:
+        fail_corrupt(what, f"instant {value} out of range")
+    return value
+
+
+def stored_instant(what: str, field: bytes) -> datetime:
+    return to_datetime(_stored_instant(what, field))
+
+
+def stored_step(what: str, field: bytes) -> int:
+    s = field.decode("ascii", "replace")
+    if not s.isdigit() or not s.isascii() or len(s) > 10 or int(s) > MAX_STEP:
+        fail_corrupt(what, f"step {s!r} is not in range")
+    return int(s)
+
+
+def stored_phase(what: str, field: bytes) -> Phase:
+    if field == b"forward":
+        return Phase.FORWARD
+    if field == b"compensating":
+        return Phase.COMPENSATING
+    fail_corrupt(what, f"phase {field!r} is neither forward nor compensating")
+
+
+def _fields(what: str, row: object, tag: bytes, count: int | None = None) -> list[str]:
+    fields = unpack_row(raw(row))
+    if fields is None or not fields or fields[0] != tag:
+        fail_corrupt(what, "not a row of this library")
+    if count is not None and len(fields) != count:
+        fail_corrupt(what, f"{len(fields)} fields, expected {count}")
+    try:
+        return [f.decode("utf-8") for f in fields]
+    except UnicodeDecodeError:
+        fail_corrupt(what, "a field is not UTF-8")
+
+
+_STATES = ("live", "held", "consumed", "dead")
+
+
+def event_row(row: object, has_payload: object = b"0", payload: object = b"") -> tuple[
+    InboundEvent, datetime, list[str]
+]:
+    """The event a stored row holds, its received_at, and the raw fields."""
+    f = _fields("event row", row, b"e1")
+    what = f"event ({f[2]!r}, {f[3]!r})" if len(f) > 3 else "event row"
+    if len(f) < 14 or (len(f) - 14) % 2:
+        fail_corrupt(what, "wrong number of fields")
+    if f[1] not in _STATES or not (f[2] and f[3] and f[4]):
+        fail_corrupt(what, "bad state or empty identifier")
+    received = stored_instant(what, f[5].encode())
+    if bool(f[6]) != bool(f[7]):
+        fail_corrupt(what, "half an operator")
+    if f[12] not in ("0", "1") or f[13] not in ("0", "1"):
+        fail_corrupt(what, "bad mark")
+    claimed = bool(f[8] or f[9] or f[10])
+    if f[1] in ("live", "dead") and claimed:
+        fail_corrupt(what, f"{f[1]} row with a claim")
+    if f[1] in ("held", "consumed"):
+        if not (f[8] and f[9]):
+            fail_corrupt(what, f"{f[1]} row without a holder")
+        stored_instant(what, f[10].encode())
+    keys = sorted(
+        {CorrelationKey(f[i], f[i + 1]) for i in range(14, len(f), 2)},
+        key=lambda k: (k.namespace.encode(), k.value.encode()),
+    )
+    value: JSON = None
+    if text(has_payload) == "1":
+        try:
+            value = json.loads(raw(payload))
+        except (ValueError, UnicodeDecodeError):
+            fail_corrupt(what, "payload is not JSON")
+    by = Operator(f[6], f[7]) if f[6] else None
+    event = InboundEvent(f[2], f[3], f[4], value, tuple(keys), by)
+    return event, received, f
+
+
+def wait_attrs(what: str, row: object) -> tuple[str, int, Phase, str | None, str | None]:
+    f = _fields(what, row, b"w1", 6)
+    if not f[1]:
+        fail_corrupt(what, "empty kind")
+    return (
+        f[1],
+        stored_step(what, f[2].encode()),
+        stored_phase(what, f[3].encode()),
+        f[4] or None,
+        f[5] or None,
+    )
+
+
+def subscription(run: object, effect: object, attrs: object, keys: Sequence[Any]) -> Subscription:
+    r, e = text(run), text(effect)
+    kind, st, ph, case, from_source = wait_attrs(f"wait ({r!r}, {e!r})", attrs)
+    pairs = [text(k) for k in keys]
+    correlation = tuple(CorrelationKey(pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2))
+    return Subscription(r, e, kind, correlation, st, ph, case, from_source)
+
+
+def subscription_reply(reply: Sequence[Any]) -> Subscription:
+    return subscription(reply[0], reply[1], reply[2], reply[3])
+
+
+def timer_row(run: str, effect: str, row: object) -> tuple[Timer, int | None, int | None]:
+    """A stored timer, with its claimed_at and lease (ms) when held."""
+    what = f"timer ({run!r}, {effect!r})"
+    f = _fields(what, row, b"t1", 7)
+    fire_at = stored_instant(what, f[1].encode())
+    timer = Timer(run, effect, fire_at, stored_step(what, f[2].encode()),
+                  stored_phase(what, f[3].encode()), f[4] or None)
+    if not f[5] and not f[6]:
+        return timer, None, None
+    claimed = _stored_instant(what, f[5].encode())
+    if not f[6].isdigit() or not f[6].isascii() or int(f[6]) < 1:
+        fail_corrupt(what, f"lease {f[6]!r} is not a positive integer")
+    return timer, claimed, int(f[6])
+
+
+def minter_operator(fields: list[str]) -> Operator | None:
+    return Operator(fields[6], fields[7]) if fields[6] else None
+
+
+def dead_reason(stored: str) -> str:
+    return stored or DEFAULT_DEAD_REASON

@@ -1,0 +1,159 @@
+"""A tenant's key set and the encodings of fields and members (pure; see docs/keys.md).
+
+Every key of a tenant is ``agentplane:{<tenant>}:<role name>``: one hash tag
+per tenant, so every script's keys share a cluster slot, and a fixed, small set
+of keys whatever the data. Scripts name the keys they touch by *role* in their
+headers; ``TenantKeys.for_roles`` turns those roles into key names, so a header
+cannot drift from the keys Python passes.
+
+Encodings (mirrored by ``lua/_lib/codec.lua``):
+
+* a **component** is a string's UTF-8 bytes with NUL written ``00 FF``, then the
+  terminator ``00 01``. A tuple is its components concatenated. This is
+  injective and order-preserving: tuples compare field by field, by bytes, a
+  proper prefix first.
+* an **instant** in a member is ``ms + 10**15`` as 16 zero-padded decimal
+  digits, so byte order is time order for every instant a ``datetime`` holds
+  (negative ones included).
+* **rows** (hash values) are netstrings: ``<length>:<bytes>,`` per field.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .errors import InvalidInput
+
+PREFIX = "agentplane"
+
+#: role -> key suffix. The roles are the names scripts use in their headers.
+ROLES: dict[str, str] = {
+    # events
+    "events": "event",  # hash  eid -> event row
+    "payloads": "payload",  # hash  eid -> payload JSON text (absent: null)
+    "live": "event:live",  # lex   instant . eid            live rows, oldest first
+    "live_by_key": "event:live:key",  # lex   kind ns value . instant . eid
+    "live_by_sender": "event:live:sender",  # lex   kind source ns value . instant . eid
+    "dead": "event:dead",  # lex   instant . eid
+    "consumed": "event:consumed",  # lex   instant . eid
+    "ledger": "claim",  # hash  wid -> eid            one entry per held row
+    "ledger_by_run": "claim:run",  # lex   run . instant . eid
+    # waits
+    "waits": "wait",  # hash  wid -> wait attributes
+    "wait_keys": "wait:key",  # lex   run effect ns value . instant
+    "wait_order": "wait:order",  # lex   instant . run effect ns value
+    "electable": "wait:match",  # lex   kind ns value . instant . run effect
+    "electable_by_sender": "wait:match:sender",  # lex kind source ns value . instant . run effect
+    "marks": "mark",  # hash  wid -> parked_at
+    "mark_index": "mark:index",  # lex   class byte . wid (L listable, B bare, S sealed run)
+    # runs
+    "seals": "seal",  # hash  run -> sealed_at
+    # timers
+    "timers": "timer",  # hash  tid -> timer row
+    "timer_due": "timer:due",  # lex   instant . run effect   every timer, soonest first
+    "timer_run": "timer:run",  # lex   run effect
+}
+
+MAX_TENANT_BYTES = 64
+_TENANT_FORBIDDEN = frozenset("/:{}")
+
+#: The offset that makes every datetime's millisecond instant a 16-digit number.
+INSTANT_OFFSET = 10**15
+
+
+def validate_tenant(tenant: object) -> str:
+    """The trimmed tenant name, or ``InvalidInput``."""
+    if not isinstance(tenant, str):
+        raise InvalidInput(f"tenant must be a str, not {type(tenant).__name__}")
+    name = tenant.strip()
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput("tenant is not encodable as UTF-8") from None
+    if not 1 <= size <= MAX_TENANT_BYTES:
+        raise InvalidInput(f"tenant must be 1..{MAX_TENANT_BYTES} bytes of UTF-8, got {size}")
+    for ch in name:
+        if ch in _TENANT_FORBIDDEN or unicodedata.category(ch) == "Cc":
+            raise InvalidInput(f"tenant may not contain {ch!r}")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class TenantKeys:
+    """The key names of one tenant."""
+
+    tenant: str
+
+    @property
+    def tag(self) -> str:
+        return f"{PREFIX}:{{{self.tenant}}}"
+
+    def key(self, role: str) -> str:
+        return f"{self.tag}:{ROLES[role]}"
+
+    def for_roles(self, roles: Sequence[str]) -> list[str]:
+        return [self.key(role) for role in roles]
+
+    def acl_pattern(self) -> str:
+        """The ACL key pattern that covers exactly this tenant's keys."""
+        return f"~{self.tag}:*"
+
+    def all(self) -> list[str]:
+        return [self.key(role) for role in ROLES]
+
+
+def component(value: str) -> bytes:
+    """One order-preserving, self-delimiting component."""
+    return value.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
+
+
+def tuple_member(parts: Iterable[str]) -> bytes:
+    """The concatenated components of ``parts``."""
+    return b"".join(component(p) for p in parts)
+
+
+def split_components(member: bytes) -> list[str]:
+    """Inverse of ``tuple_member`` for a member made only of components."""
+    out: list[str] = []
+    pos = 0
+    while pos < len(member):
+        end = member.find(b"\x00\x01", pos)
+        if end < 0:
+            raise ValueError(f"unterminated component in {member!r}")
+        out.append(member[pos:end].replace(b"\x00\xff", b"\x00").decode("utf-8"))
+        pos = end + 2
+    return out
+
+
+def instant_member(ms: int) -> bytes:
+    """The 16-digit, order-preserving form of an instant."""
+    return b"%016d" % (ms + INSTANT_OFFSET)
+
+
+def event_id(source: str, id: str) -> bytes:  # noqa: A002 - the contract's name
+    """The field under which an event row is stored: ``(source, id)`` injectively."""
+    return tuple_member((source, id))
+
+
+def pack_row(fields: Iterable[bytes]) -> bytes:
+    """A row as netstrings."""
+    return b"".join(b"%d:%s," % (len(f), f) for f in fields)
+
+
+def unpack_row(raw: bytes) -> list[bytes] | None:
+    """The fields of a netstring row, or None when it is not one."""
+    out: list[bytes] = []
+    pos = 0
+    while pos < len(raw):
+        colon = raw.find(b":", pos)
+        digits = raw[pos:colon]
+        if colon < 0 or not digits.isdigit() or (len(digits) > 1 and digits[:1] == b"0"):
+            return None
+        end = colon + 1 + int(digits)
+        if raw[end : end + 1] != b",":
+            return None
+        out.append(raw[colon + 1 : end])
+        pos = end + 1
+    return out

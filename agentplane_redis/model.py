@@ -1,0 +1,176 @@
+"""The values users build and receive: frozen, slotted dataclasses and enums.
+
+Constructors do not validate; the store validates every argument in full
+before anything reaches Redis (contract 9.1), so a value can be built, logged
+or compared freely and is refused only where it would be stored.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TypeAlias, Union
+
+#: A JSON value as the store accepts it: read back with ``json.loads``.
+JSON: TypeAlias = Union[
+    None, bool, int, float, str, list["JSON"], tuple["JSON", ...], dict[str, "JSON"]
+]
+
+
+class Phase(str, enum.Enum):
+    """Which pass of a run a wait or timer belongs to."""
+
+    FORWARD = "forward"
+    COMPENSATING = "compensating"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class CorrelationKey:
+    """A business key an event is routed by, such as ``order/A-1``."""
+
+    namespace: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    """Who on this plane minted a message."""
+
+    actor: str
+    basis: str
+
+
+@dataclass(frozen=True, slots=True)
+class InboundEvent:
+    """A message from outside, identified by ``(source, id)``."""
+
+    source: str
+    id: str
+    kind: str
+    payload: JSON = None
+    correlation: tuple[CorrelationKey, ...] = ()
+    by: Operator | None = None
+
+    def correlate(self, namespace: str, value: str) -> InboundEvent:
+        """A copy of this event with one more correlation key."""
+        return replace(self, correlation=(*self.correlation, CorrelationKey(namespace, value)))
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A wait ``(run, effect)``: what it waits for and where the run resumes."""
+
+    run: str
+    effect: str
+    kind: str
+    correlation: tuple[CorrelationKey, ...]
+    step: int = 0
+    phase: Phase = Phase.FORWARD
+    case: str | None = None
+    from_source: str | None = None
+
+    def correlate(self, namespace: str, value: str) -> Subscription:
+        """A copy of this wait with one more correlation key."""
+        return replace(self, correlation=(*self.correlation, CorrelationKey(namespace, value)))
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    """A durable timer ``(run, effect)`` that fires at ``fire_at``."""
+
+    run: str
+    effect: str
+    fire_at: datetime
+    step: int = 0
+    phase: Phase = Phase.FORWARD
+    case: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BufferedEvent:
+    """An event as stored, with the instant it was received."""
+
+    event: InboundEvent
+    received_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An event nobody claimed (or whose payload was erased), with the reason."""
+
+    event: InboundEvent
+    received_at: datetime
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Matched:
+    """``deliver_to``: the event is held for this wait of the addressed run."""
+
+    subscription: Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """``deliver`` / ``deliver_to``: the ``(source, id)`` was already seen."""
+
+
+@dataclass(frozen=True, slots=True)
+class NotWaiting:
+    """``deliver_to``: the run has no unparked wait for this event; nothing was stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """``deliver``: the event was claimed for this waiting run."""
+
+    subscription: Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class Buffered:
+    """``deliver``: the event was stored; no wait claimed it yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retired:
+    """What ``unsubscribe_run`` retired: registered waits, and events released."""
+
+    waits: int
+    released: tuple[InboundEvent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """What ``runs.close`` did."""
+
+    retired: Retired
+    timers: int
+    newly_sealed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Minter:
+    """Who minted a stored event; ``operator`` is None for one that arrived over a wire."""
+
+    operator: Operator | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventStats:
+    """Exact counts of one tenant's event store, read in one snapshot."""
+
+    live: int
+    claimed: int
+    consumed: int
+    dead: int
+    waits: int
+    parked: int
+
+
+DeliverOutcome: TypeAlias = Union[Resumed, Buffered, Duplicate]
+TargetedOutcome: TypeAlias = Union[Matched, Duplicate, NotWaiting]

@@ -1,0 +1,415 @@
+"""Every operation as a plan: validate, build script calls, parse replies (pure).
+
+An operation is a generator that yields ``Call``s and receives each reply; its
+return value is the method's result. The sync and async stores only drive
+plans (``store.py``), so the logic, the multi-step loops included, exists once.
+Validation runs before the first call is yielded: refused input never reaches
+Redis, and no clock is read for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal, TypeAlias, TypeVar
+
+from . import codec
+from .codec import text
+from .errors import InvalidInput
+from .keys import TenantKeys
+from .model import (
+    BufferedEvent,
+    Buffered,
+    Closed,
+    DeadLetter,
+    DeliverOutcome,
+    Duplicate,
+    EventStats,
+    InboundEvent,
+    Matched,
+    Minter,
+    NotWaiting,
+    Resumed,
+    Retired,
+    Subscription,
+    TargetedOutcome,
+    Timer,
+)
+from .scripts import catalogue
+
+T = TypeVar("T")
+Arg: TypeAlias = "str | int"
+Plan: TypeAlias = Generator["Call", Any, T]
+Clock: TypeAlias = Literal["server", "client"]
+
+#: Rows one step of sweep_unclaimed or purge handles at most.
+SWEEP_BATCH = 256
+PURGE_BATCH = 256
+#: Sealed marks one parked_waits step retires, and waits it lists, at most.
+PARKED_BATCH = 64
+LIST_BATCH = 256
+#: Timers one claim_due step examines at most.
+TIMER_SCAN = 256
+DEFAULT_TIMER_LEASE_MS = 60_000
+DEFAULT_MAX_PAYLOAD = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What every plan needs to know about its store."""
+
+    keys: TenantKeys
+    clock: Clock = "server"
+    timer_lease_ms: int = DEFAULT_TIMER_LEASE_MS
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
+
+    def call(self, script: str, args: Sequence[Arg], *, writes: bool = True) -> Call:
+        return Call(script, tuple(self.keys.for_roles(catalogue()[script].roles)), tuple(args),
+                    writes)
+
+    def at(self, name: str, value: datetime | None) -> str:
+        """The instant argument of a script: the caller's, the local clock, or ""
+        for the server's (read inside the script)."""
+        if value is not None:
+            return str(codec.instant(name, value))
+        if self.clock == "client":
+            return str(codec.instant(name, datetime.now(timezone.utc)))
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One script call: which script, its keys, its arguments, and whether it may write."""
+
+    script: str
+    keys: tuple[str, ...]
+    args: tuple[Arg, ...]
+    writes: bool
+
+
+def make_context(
+    tenant: str,
+    clock: object = "server",
+    timer_lease: object = None,
+    max_payload_bytes: object = DEFAULT_MAX_PAYLOAD,
+) -> Context:
+    """A validated context for a store's constructor options."""
+    from .keys import validate_tenant
+
+    name = validate_tenant(tenant)
+    if clock not in ("server", "client"):
+        raise InvalidInput('clock must be "server" or "client"')
+    lease = DEFAULT_TIMER_LEASE_MS if timer_lease is None else codec.duration_ms(
+        "timer_lease", timer_lease)
+    if (isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int)
+            or not 1 <= max_payload_bytes <= codec.MAX_PAYLOAD_LIMIT):
+        raise InvalidInput(f"max_payload_bytes must be an int from 1 to {codec.MAX_PAYLOAD_LIMIT}")
+    return Context(TenantKeys(name), clock, lease, max_payload_bytes)  # type: ignore[arg-type]
+
+
+def _buffered(reply: Sequence[Any], first: int) -> BufferedEvent:
+    event, received, _ = codec.event_row(reply[first], reply[first + 1], reply[first + 2])
+    return BufferedEvent(event, received)
+
+
+# ---------------------------------------------------------------- events
+
+
+def buffer(ctx: Context, event: InboundEvent, *, at: datetime | None = None) -> Plan[bool]:
+    """Store the event as live unless its (source, id) exists; False for a duplicate."""
+    args = codec.event_args(event, ctx.max_payload_bytes)
+    reply = yield ctx.call("buffer", [ctx.at("at", at), *args])
+    return codec.check_status(reply) == "NEW"
+
+
+def subscribe(ctx: Context, sub: Subscription, *, at: datetime | None = None) -> Plan[None]:
+    """Register the wait's missing keys; a new wait takes its attributes from sub."""
+    args = codec.subscription_args(sub)
+    codec.check_status((yield ctx.call("subscribe", [ctx.at("at", at), *args])))
+
+
+def claim_for(
+    ctx: Context, sub: Subscription, *, at: datetime | None = None
+) -> Plan[BufferedEvent | None]:
+    """Claim the oldest eligible buffered event for the wait, or recover its own claim."""
+    args = codec.subscription_args(sub)
+    reply = yield ctx.call("claim_for", [ctx.at("at", at), *args])
+    return _buffered(reply, 2) if codec.check_status(reply) == "HIT" else None
+
+
+def wait(ctx: Context, sub: Subscription, *, at: datetime | None = None) -> Plan[
+    BufferedEvent | None
+]:
+    """subscribe, then claim_for, in one step with one instant."""
+    args = codec.subscription_args(sub)
+    reply = yield ctx.call("wait", [ctx.at("at", at), *args])
+    return _buffered(reply, 2) if codec.check_status(reply) == "HIT" else None
+
+
+def match_waiter(
+    ctx: Context, event: InboundEvent, *, at: datetime | None = None
+) -> Plan[Subscription | None]:
+    """Offer the stored live event to the oldest eligible wait; the winner, or None."""
+    args = codec.event_args(event, ctx.max_payload_bytes)
+    reply = yield ctx.call("match_waiter", [ctx.at("at", at), args[0], args[1]])
+    if codec.check_status(reply) == "MATCHED":
+        return codec.subscription_reply(reply[2])
+    return None
+
+
+def deliver(ctx: Context, event: InboundEvent, *, at: datetime | None = None) -> Plan[
+    DeliverOutcome
+]:
+    """buffer, then match_waiter, in one step."""
+    args = codec.event_args(event, ctx.max_payload_bytes)
+    reply = yield ctx.call("deliver", [ctx.at("at", at), *args])
+    status = codec.check_status(reply)
+    if status == "RESUMED":
+        return Resumed(codec.subscription_reply(reply[2]))
+    return Buffered() if status == "BUFFERED" else Duplicate()
+
+
+def deliver_to(
+    ctx: Context, run: str, event: InboundEvent, *, at: datetime | None = None
+) -> Plan[TargetedOutcome]:
+    """Targeted delivery of a continuation addressed to run."""
+    run = codec.ident("run", run)
+    args = codec.event_args(event, ctx.max_payload_bytes)
+    reply = yield ctx.call("deliver_to", [ctx.at("at", at), run, *args])
+    status = codec.check_status(reply)
+    if status == "MATCHED":
+        return Matched(codec.subscription_reply(reply[2]))
+    return Duplicate() if status == "DUPLICATE" else NotWaiting()
+
+
+def unsubscribe(ctx: Context, run: str, effect: str) -> Plan[None]:
+    """Retire the wait and shed the claim made for it."""
+    args = [codec.ident("run", run), codec.ident("effect", effect)]
+    codec.check_status((yield ctx.call("unsubscribe", args)))
+
+
+def _retired(reply: Sequence[Any]) -> Retired:
+    released = tuple(codec.event_row(r[0], r[1], r[2])[0] for r in reply[2])
+    return Retired(codec.integer(reply[1]), released)
+
+
+def unsubscribe_run(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Retired]:
+    """Retire every wait of a concluded run; release unanswered claims, shed the rest."""
+    args = [codec.ident("run", run), *codec.effects(unanswered)]
+    reply = yield ctx.call("unsubscribe_run", args)
+    codec.check_status(reply)
+    return _retired(reply)
+
+
+def park_wait(ctx: Context, sub: Subscription, *, at: datetime | None = None) -> Plan[None]:
+    """Register the wait as subscribe does and park it."""
+    args = codec.subscription_args(sub)
+    codec.check_status((yield ctx.call("park_wait", [ctx.at("at", at), *args])))
+
+
+def parked_waits(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
+    """Parked registered waits in (run, effect) order; retires sealed runs' marks."""
+    room = codec.limit("limit", limit)
+    out: list[Subscription] = []
+    after = ""
+    while room > 0:
+        asked = min(room, LIST_BATCH)
+        reply = yield ctx.call("parked_waits", [asked, after, PARKED_BATCH])
+        if codec.check_status(reply) == "MORE":
+            continue
+        after = text(reply[1])
+        page = [codec.subscription_reply(s) for s in reply[2:]]
+        out += page
+        room -= len(page)
+        if len(page) < asked:
+            break
+    return out
+
+
+def erase_payload(ctx: Context, source: str, id: str) -> Plan[bool]:  # noqa: A002
+    """Remove the payload for good, keeping the identity; whether a row existed."""
+    args = [codec.ident("source", source), codec.ident("id", id)]
+    return codec.check_status((yield ctx.call("erase_payload", args))) == "ERASED"
+
+
+def minter(ctx: Context, source: str, id: str) -> Plan[Minter | None]:  # noqa: A002
+    """Who minted the stored event; None when no such row exists."""
+    args = [codec.ident("source", source), codec.ident("id", id)]
+    reply = yield ctx.call("minter", args, writes=False)
+    if codec.check_status(reply) == "NONE":
+        return None
+    _, _, fields = codec.event_row(reply[1])
+    return Minter(codec.minter_operator(fields))
+
+
+def sweep_unclaimed(ctx: Context, older_than: datetime, reason: str = "unclaimed") -> Plan[int]:
+    """Dead-letter every live row received at or before older_than; the total."""
+    cutoff = codec.instant("older_than", older_than)
+    if not isinstance(reason, str):
+        raise InvalidInput("reason must be a str")
+    total = 0
+    while True:
+        reply = yield ctx.call("sweep_unclaimed", [cutoff, reason, SWEEP_BATCH])
+        codec.check_status(reply)
+        done = codec.integer(reply[1])
+        total += done
+        if done < SWEEP_BATCH:
+            return total
+
+
+def dead_letters(ctx: Context, limit: int = 100) -> Plan[list[DeadLetter]]:
+    """Dead rows, newest first."""
+    n = codec.limit("limit", limit)
+    if n == 0:
+        return []
+    reply = yield ctx.call("dead_letters", [n], writes=False)
+    codec.check_status(reply)
+    out = []
+    for r in reply[1:]:
+        event, received, fields = codec.event_row(r[0], r[1], r[2])
+        out.append(DeadLetter(event, received, codec.dead_reason(fields[11])))
+    return out
+
+
+def waiting(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
+    """Wait key rows in registration order, one key each."""
+    n = codec.limit("limit", limit)
+    if n == 0:
+        return []
+    reply = yield ctx.call("waiting", [n], writes=False)
+    codec.check_status(reply)
+    return [codec.subscription(r[0], r[1], r[2], [r[3], r[4]]) for r in reply[1:]]
+
+
+def purge(ctx: Context, older_than: datetime, *, limit: int = 1000) -> Plan[int]:
+    """Remove up to limit dead or consumed rows received at or before older_than."""
+    cutoff = codec.instant("older_than", older_than)
+    left = codec.limit("limit", limit)
+    total = 0
+    while left > 0:
+        asked = min(left, PURGE_BATCH)
+        reply = yield ctx.call("purge", [cutoff, asked])
+        codec.check_status(reply)
+        done = codec.integer(reply[1])
+        total += done
+        left -= done
+        if done < asked:
+            break
+    return total
+
+
+def stats(ctx: Context) -> Plan[EventStats]:
+    """Exact counts, one snapshot."""
+    reply = yield ctx.call("stats", [], writes=False)
+    codec.check_status(reply)
+    return EventStats(*(codec.integer(x) for x in reply[1:7]))
+
+
+# ---------------------------------------------------------------- runs
+
+
+def seal(ctx: Context, run: str) -> Plan[bool]:
+    """Seal the run; True when newly sealed."""
+    args = [ctx.at("at", None), codec.ident("run", run)]
+    return codec.check_status((yield ctx.call("seal", args))) == "NEW"
+
+
+def is_sealed(ctx: Context, run: str) -> Plan[bool]:
+    """Whether the run is sealed."""
+    reply = yield ctx.call("is_sealed", [codec.ident("run", run)], writes=False)
+    codec.check_status(reply)
+    return codec.integer(reply[1]) == 1
+
+
+def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed]:
+    """seal, unsubscribe_run and disarm_run, in one step."""
+    args = [ctx.at("at", None), codec.ident("run", run), *codec.effects(unanswered)]
+    reply = yield ctx.call("close", args)
+    codec.check_status(reply)
+    return Closed(_retired(reply), codec.integer(reply[3]), text(reply[4]) == "1")
+
+
+# ---------------------------------------------------------------- timers
+
+
+def arm(ctx: Context, timer: Timer) -> Plan[bool]:
+    """Store the timer unless (run, effect) is armed; first arming wins."""
+    reply = yield ctx.call("arm", codec.timer_args(timer))
+    return codec.check_status(reply) == "NEW"
+
+
+def claim_due(
+    ctx: Context, *, now: datetime | None = None, limit: int = 128, lease: object = None
+) -> Plan[list[Timer]]:
+    """Claim due timers under a lease, soonest first, until limit are claimed."""
+    when = codec.optional_instant("now", now)
+    want = codec.limit("limit", limit)
+    lease_ms = ctx.timer_lease_ms if lease is None else codec.duration_ms("lease", lease)
+    if want == 0:
+        return []
+    at = str(when) if when is not None else ctx.at("now", None)
+    out: list[Timer] = []
+    after_run, after_effect, after_at = "", "", ""
+    while len(out) < want:
+        reply = yield ctx.call(
+            "claim_due",
+            [at, want - len(out), lease_ms, TIMER_SCAN, after_at, after_run, after_effect],
+        )
+        codec.check_status(reply)
+        at = text(reply[1])
+        for r in reply[4:]:
+            out.append(codec.timer_row(text(r[0]), text(r[1]), r[2])[0])
+        if text(reply[2]) == "":
+            break
+        after_at, after_run, after_effect = text(reply[2]), *text(reply[3]).split("\n", 1)
+    return out
+
+
+def disarm(ctx: Context, run: str, effect: str) -> Plan[bool]:
+    """Delete the timer; whether it existed."""
+    args = [codec.ident("run", run), codec.ident("effect", effect)]
+    return codec.check_status((yield ctx.call("disarm", args))) == "REMOVED"
+
+
+def disarm_run(ctx: Context, run: str) -> Plan[int]:
+    """Delete every timer of the run; how many existed."""
+    reply = yield ctx.call("disarm_run", [codec.ident("run", run)])
+    codec.check_status(reply)
+    return codec.integer(reply[1])
+
+
+def pending_count(ctx: Context) -> Plan[int]:
+    """Every timer of the tenant, exact."""
+    reply = yield ctx.call("pending_count", [], writes=False)
+    codec.check_status(reply)
+    return codec.integer(reply[1])
+
+
+def _timers(reply: Sequence[Any]) -> list[Timer]:
+    return [codec.timer_row(text(r[0]), text(r[1]), r[2])[0] for r in reply[1:]]
+
+
+def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:
+    """All timers, soonest first."""
+    n = codec.limit("limit", limit)
+    if n == 0:
+        return []
+    reply = yield ctx.call("pending", [n], writes=False)
+    codec.check_status(reply)
+    return _timers(reply)
+
+
+def armed(ctx: Context, run: str) -> Plan[list[Timer]]:
+    """One run's timers, in effect order."""
+    reply = yield ctx.call("armed", [codec.ident("run", run)], writes=False)
+    codec.check_status(reply)
+    return _timers(reply)
+
+
+def next_due(ctx: Context) -> Plan[datetime | None]:
+    """The soonest timer's fire_at, or None."""
+    reply = yield ctx.call("pending", [1], writes=False)
+    codec.check_status(reply)
+    timers = _timers(reply)
+    return timers[0].fire_at if timers else None

@@ -1,0 +1,104 @@
+"""Finds the Lua scripts, expands their includes and reads their headers.
+
+One operation is one file in ``lua/``; helpers live in ``lua/_lib/`` and are
+pulled in with a line ``--@include _lib/name.lua``. Expansion is static and
+deterministic, so a script's SHA never changes at runtime. An include that is
+missing or circular is an error; one repeated is expanded once.
+
+The header names each key by role (``-- KEYS[1] events: ...``); callers pass
+``TenantKeys.for_roles(script.roles)``, so the key count and order cannot drift
+from the script.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from .keys import ROLES
+
+_INCLUDE = re.compile(r"^--@include\s+(\S+)\s*$")
+_KEYS_LINE = re.compile(r"^-- KEYS\[(\d+)\] ([a-z_]+):")
+
+
+class ScriptError(Exception):
+    """A script file that cannot be loaded (a packaging or development error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LuaScript:
+    """One operation's script, includes expanded."""
+
+    name: str
+    roles: tuple[str, ...]
+    source: str
+
+
+def lua_root() -> Path:
+    """The folder holding the scripts: inside the wheel, or the checkout's ``lua/``."""
+    packaged = resources.files("agentplane_redis") / "lua"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "lua"
+
+
+def expand(root: Path, name: str) -> str:
+    """The text of ``name`` with every include expanded once, in order of first use."""
+    seen: set[str] = set()
+
+    def walk(rel: str, stack: tuple[str, ...]) -> list[str]:
+        if rel in stack:
+            raise ScriptError("circular include: " + " -> ".join((*stack, rel)))
+        path = root / rel
+        if not path.is_file():
+            where = f" (included from {stack[-1]})" if stack else ""
+            raise ScriptError(f"missing script file {rel}{where}")
+        out: list[str] = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            match = _INCLUDE.match(line)
+            if match is None:
+                out.append(line)
+                continue
+            target = match.group(1)
+            if target in stack:
+                raise ScriptError("circular include: " + " -> ".join((*stack, rel, target)))
+            if target not in seen:
+                seen.add(target)
+                out.extend(walk(target, (*stack, rel)))
+        return out
+
+    return "\n".join(walk(name, ())) + "\n"
+
+
+def header_roles(text: str, name: str) -> tuple[str, ...]:
+    """The key roles a script's header declares, checked to be numbered 1..n."""
+    roles: list[str] = []
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        match = _KEYS_LINE.match(line)
+        if match is None:
+            continue
+        index, role = int(match.group(1)), match.group(2)
+        if index != len(roles) + 1:
+            raise ScriptError(f"{name}: KEYS[{index}] out of order")
+        if role not in ROLES:
+            raise ScriptError(f"{name}: unknown key role {role!r}")
+        roles.append(role)
+    return tuple(roles)
+
+
+def load(root: Path, name: str) -> LuaScript:
+    text = expand(root, f"{name}.lua")
+    return LuaScript(name=name, roles=header_roles(text, name), source=text)
+
+
+@cache
+def catalogue() -> Mapping[str, LuaScript]:
+    """Every operation script shipped with the package, by name."""
+    root = lua_root()
+    return {p.stem: load(root, p.stem) for p in sorted(root.glob("*.lua"))}

@@ -1,0 +1,196 @@
+"""RedisStore, and the method tables it shares with AsyncRedisStore.
+
+Each method is declared once, as ``Op(ops.<plan>)``: the descriptor binds the
+plan to the driver of the store it is read from, so ``RedisStore.events.buffer``
+returns a ``bool`` and ``AsyncRedisStore.events.buffer`` an awaitable of one.
+The two drivers (``drivers.py``) differ only in awaiting the client.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+import redis
+
+from . import ops
+from .drivers import AsyncDriver, SyncDriver, durability_mode
+from .keys import TenantKeys
+from .ops import Context, Plan, make_context
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class SyncPart:
+    """A namespace of a RedisStore (events, timers, runs)."""
+
+    __slots__ = ("_driver",)
+
+    def __init__(self, driver: SyncDriver) -> None:
+        self._driver = driver
+
+
+class AsyncPart:
+    """A namespace of an AsyncRedisStore (events, timers, runs)."""
+
+    __slots__ = ("_driver",)
+
+    def __init__(self, driver: AsyncDriver) -> None:
+        self._driver = driver
+
+
+class Op(Generic[P, T]):
+    """A store method: a plan, run by the driver of the store it is read from."""
+
+    def __init__(self, plan: Callable[Concatenate[Context, P], Plan[T]]) -> None:
+        self._plan = plan
+        self.__doc__ = plan.__doc__
+
+    @overload
+    def __get__(self, obj: SyncPart, owner: type | None = None) -> Callable[P, T]: ...
+    @overload
+    def __get__(
+        self, obj: AsyncPart, owner: type | None = None
+    ) -> Callable[P, Awaitable[T]]: ...
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Op[P, T]: ...
+
+    def __get__(self, obj: SyncPart | AsyncPart | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        driver = obj._driver
+        plan = self._plan
+
+        @functools.wraps(plan)
+        def bound(*args: P.args, **kwargs: P.kwargs) -> Any:
+            return driver.run(plan(driver.ctx, *args, **kwargs))
+
+        return bound
+
+
+class EventOps:
+    """``store.events``: the inbound-event store (contract section 3)."""
+
+    __slots__ = ()
+    buffer = Op(ops.buffer)
+    subscribe = Op(ops.subscribe)
+    claim_for = Op(ops.claim_for)
+    match_waiter = Op(ops.match_waiter)
+    deliver_to = Op(ops.deliver_to)
+    deliver = Op(ops.deliver)
+    wait = Op(ops.wait)
+    unsubscribe = Op(ops.unsubscribe)
+    unsubscribe_run = Op(ops.unsubscribe_run)
+    park_wait = Op(ops.park_wait)
+    parked_waits = Op(ops.parked_waits)
+    erase_payload = Op(ops.erase_payload)
+    minter = Op(ops.minter)
+    sweep_unclaimed = Op(ops.sweep_unclaimed)
+    dead_letters = Op(ops.dead_letters)
+    waiting = Op(ops.waiting)
+    purge = Op(ops.purge)
+    stats = Op(ops.stats)
+
+
+class TimerOps:
+    """``store.timers``: the durable-timer store (contract section 4)."""
+
+    __slots__ = ()
+    arm = Op(ops.arm)
+    claim_due = Op(ops.claim_due)
+    disarm = Op(ops.disarm)
+    disarm_run = Op(ops.disarm_run)
+    pending_count = Op(ops.pending_count)
+    pending = Op(ops.pending)
+    armed = Op(ops.armed)
+    next_due = Op(ops.next_due)
+
+
+class RunOps:
+    """``store.runs``: sealing and closing runs (contract section 5)."""
+
+    __slots__ = ()
+    seal = Op(ops.seal)
+    is_sealed = Op(ops.is_sealed)
+    close = Op(ops.close)
+
+
+class Events(EventOps, SyncPart):
+    __slots__ = ()
+
+
+class Timers(TimerOps, SyncPart):
+    __slots__ = ()
+
+
+class Runs(RunOps, SyncPart):
+    __slots__ = ()
+
+
+class AsyncEvents(EventOps, AsyncPart):
+    __slots__ = ()
+
+
+class AsyncTimers(TimerOps, AsyncPart):
+    __slots__ = ()
+
+
+class AsyncRuns(RunOps, AsyncPart):
+    __slots__ = ()
+
+
+def store_context(
+    tenant: str, clock: str, timer_lease: object, max_payload_bytes: int, durability: str
+) -> tuple[Context, str]:
+    """The validated options shared by both stores' constructors."""
+    return make_context(tenant, clock, timer_lease, max_payload_bytes), durability_mode(durability)
+
+
+class RedisStore:
+    """The event, timer and run stores of one tenant, over a redis-py client.
+
+    Any client works: ``redis.Redis``, ``redis.RedisCluster`` or fakeredis.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis | redis.RedisCluster | Any,
+        *,
+        tenant: str = "default",
+        clock: str = "server",
+        timer_lease: object = None,
+        max_payload_bytes: int = ops.DEFAULT_MAX_PAYLOAD,
+        durability: str = "fast",
+    ) -> None:
+        ctx, mode = store_context(tenant, clock, timer_lease, max_payload_bytes, durability)
+        self._driver = SyncDriver(client, ctx, mode)
+        self.events = Events(self._driver)
+        self.timers = Timers(self._driver)
+        self.runs = Runs(self._driver)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisStore:
+        """A store over ``redis.Redis.from_url(url)``; options as for the constructor."""
+        return cls(redis.Redis.from_url(url), **options)
+
+    @property
+    def tenant(self) -> str:
+        return self._driver.ctx.keys.tenant
+
+    @property
+    def keys(self) -> TenantKeys:
+        """The tenant's key names (for operators and tests)."""
+        return self._driver.ctx.keys
+
+    @property
+    def client(self) -> Any:
+        return self._driver.client
+
+    def close_connection(self) -> None:
+        """Close the client's connections."""
+        self._driver.client.close()
+
+    def __repr__(self) -> str:
+        return f"RedisStore(tenant={self.tenant!r})"

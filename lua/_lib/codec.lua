@@ -1,0 +1,142 @@
+-- Encodings shared by every script; agentplane_redis/keys.py mirrors them.
+--
+-- A component is a string with NUL written "\0\255" and the terminator "\0\1":
+-- concatenated components compare as tuples, by bytes, a proper prefix first.
+-- An instant in a member is ms + 10^15 as 16 digits, so byte order is time order.
+-- Rows are netstrings: "<length>:<bytes>," per field.
+-- Lua never compares strings with "<": that uses the server's locale (strcoll),
+-- not bytes. Order comes from sorted sets, or from bytes_lt below.
+
+local TERM = "\0\1"
+local INSTANT_WIDTH = 16
+local MIN_INSTANT = -62135596800000 -- 0001-01-01T00:00:00Z
+local MAX_INSTANT = 253402300799999 -- 9999-12-31T23:59:59.999Z
+
+local function enc(s)
+  if not string.find(s, "\0", 1, true) then
+    return s .. TERM
+  end
+  local out, pos = {}, 1
+  while true do
+    local i = string.find(s, "\0", pos, true)
+    if not i then
+      out[#out + 1] = string.sub(s, pos)
+      break
+    end
+    out[#out + 1] = string.sub(s, pos, i - 1) .. "\0\255"
+    pos = i + 1
+  end
+  out[#out + 1] = TERM
+  return table.concat(out)
+end
+
+-- The string one encoded component (terminator included) stands for.
+local function dec(c)
+  local body = string.sub(c, 1, -3)
+  if not string.find(body, "\0", 1, true) then
+    return body
+  end
+  local out, pos = {}, 1
+  while true do
+    local i = string.find(body, "\0\255", pos, true)
+    if not i then
+      out[#out + 1] = string.sub(body, pos)
+      break
+    end
+    out[#out + 1] = string.sub(body, pos, i - 1) .. "\0"
+    pos = i + 2
+  end
+  return table.concat(out)
+end
+
+-- The n encoded components of s starting at pos, and the position after them;
+-- nil when s holds fewer.
+local function take(s, pos, n)
+  local parts = {}
+  for i = 1, n do
+    local e = string.find(s, TERM, pos, true)
+    if not e then
+      return nil, pos
+    end
+    parts[i] = string.sub(s, pos, e + 1)
+    pos = e + 2
+  end
+  return parts, pos
+end
+
+local function instant_key(ms)
+  return string.format("%016.0f", ms + 1e15)
+end
+
+-- Instants and counters cross the boundary as decimal strings, never tostring
+-- (Lua 5.1 keeps 14 significant digits).
+local function decimal(n)
+  return string.format("%.0f", n)
+end
+
+local function is_instant(s)
+  if not s or not string.find(s, "^%-?%d+$") or #s > 16 then
+    return false
+  end
+  local n = tonumber(s)
+  return n >= MIN_INSTANT and n <= MAX_INSTANT
+end
+
+local function is_step(s)
+  return s ~= nil and string.find(s, "^%d+$") ~= nil and #s <= 10 and tonumber(s) <= 4294967295
+end
+
+local function is_phase(s)
+  return s == "forward" or s == "compensating"
+end
+
+local function pack(f)
+  local out = {}
+  for i = 1, #f do
+    out[i] = string.format("%d:", #f[i]) .. f[i] .. ","
+  end
+  return table.concat(out)
+end
+
+-- The fields of a netstring row, or nil when it is not one.
+local function unpack_row(s)
+  local f, pos, n = {}, 1, #s
+  while pos <= n do
+    local c = string.find(s, ":", pos, true)
+    if not c then
+      return nil
+    end
+    local digits = string.sub(s, pos, c - 1)
+    if not string.find(digits, "^%d+$") or #digits > 10 then
+      return nil
+    end
+    local stop = c + tonumber(digits)
+    if string.sub(s, stop + 1, stop + 1) ~= "," then
+      return nil
+    end
+    f[#f + 1] = string.sub(s, c + 1, stop)
+    pos = stop + 2
+  end
+  return f
+end
+
+-- Byte order of two strings, without the locale: true when a sorts before b.
+local function bytes_lt(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
+-- The members of a lex sorted set that start with prefix, at most limit of them
+-- (a component never starts with byte 255, nor does an instant's digit).
+local function with_prefix(k, prefix, limit)
+  if limit then
+    return redis.call("ZRANGEBYLEX", k, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", 0, limit)
+  end
+  return redis.call("ZRANGEBYLEX", k, "[" .. prefix, "(" .. prefix .. "\255")
+end

@@ -1,0 +1,40 @@
+-- Error handling and the clock, shared by every script.
+--
+-- A script's body runs under pcall so that corruption, detected before any
+-- write, becomes the ordinary reply {"CORRUPT", what, id, detail}.
+
+local function corrupt(what, id, detail)
+  error({ agentplane_corrupt = what, id = id, detail = detail or "" }, 0)
+end
+
+local function guard(body)
+  local ok, res = pcall(body)
+  if ok then
+    return res
+  end
+  if type(res) == "table" and res.agentplane_corrupt then
+    return { "CORRUPT", res.agentplane_corrupt, res.id, res.detail }
+  end
+  error(res, 0)
+end
+
+-- The operation's instant: the caller's, or the server's TIME read once.
+local function instant_arg(a)
+  if a == "" then
+    local t = redis.call("TIME")
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return tonumber(a)
+end
+
+-- ARGV[first ..] as (namespace, value) pairs: encoded "ns value" for members,
+-- and the raw strings for rows.
+local function key_args(first)
+  local nv, raw = {}, {}
+  for i = first, #ARGV - 1, 2 do
+    nv[#nv + 1] = enc(ARGV[i]) .. enc(ARGV[i + 1])
+    raw[#raw + 1] = ARGV[i]
+    raw[#raw + 1] = ARGV[i + 1]
+  end
+  return nv, raw
+end

@@ -1,0 +1,217 @@
+-- Event rows, their indexes and the claim ledger.
+--
+-- Row fields (netstrings): tag "e1", state (live | held | consumed | dead),
+-- source, id, kind, received_at, minter actor, minter basis, holder run,
+-- holder effect, claimed_at, dead reason, erased (0/1), targeted (0/1), then
+-- the correlation keys as namespace, value pairs in first-given order.
+-- A live row sits in the live indexes; a held row has one ledger entry; a
+-- consumed or dead row sits in its retention index (consumed, dead).
+
+local E_STATE, E_SOURCE, E_ID, E_KIND, E_RECEIVED = 2, 3, 4, 5, 6
+local E_ACTOR, E_BASIS, E_RUN, E_EFFECT, E_CLAIMED = 7, 8, 9, 10, 11
+local E_REASON, E_ERASED, E_TARGETED, E_KEYS = 12, 13, 14, 15
+local TARGETED_REASON = "the run it was addressed to concluded without consuming it"
+
+local function event_fault(f)
+  if #f < 14 or (#f - 14) % 2 ~= 0 then
+    return "wrong number of fields"
+  end
+  if f[1] ~= "e1" then
+    return "unknown row tag"
+  end
+  if f[E_SOURCE] == "" or f[E_ID] == "" or f[E_KIND] == "" then
+    return "empty identifier"
+  end
+  if not is_instant(f[E_RECEIVED]) then
+    return "received_at is not an instant"
+  end
+  if (f[E_ACTOR] == "") ~= (f[E_BASIS] == "") then
+    return "half an operator"
+  end
+  if (f[E_ERASED] ~= "0" and f[E_ERASED] ~= "1") or (f[E_TARGETED] ~= "0" and f[E_TARGETED] ~= "1") then
+    return "bad mark"
+  end
+  for i = E_KEYS, #f do
+    if f[i] == "" then
+      return "empty correlation key"
+    end
+  end
+  local state, claimed = f[E_STATE], f[E_RUN] ~= "" or f[E_EFFECT] ~= "" or f[E_CLAIMED] ~= ""
+  if state == "live" or state == "dead" then
+    if claimed then
+      return state .. " row with a claim"
+    end
+    if state == "live" and (f[E_ERASED] == "1" or f[E_TARGETED] == "1") then
+      return "live row erased or targeted"
+    end
+  elseif state == "held" or state == "consumed" then
+    if f[E_RUN] == "" or f[E_EFFECT] == "" or not is_instant(f[E_CLAIMED]) then
+      return state .. " row without a whole claim"
+    end
+    if state == "held" and f[E_ERASED] == "1" then
+      return "held row erased"
+    end
+  else
+    return "unknown state"
+  end
+  return nil
+end
+
+-- The row of eid, checked, or nil when there is none.
+local function event_read(eid)
+  local raw = redis.call("HGET", K.events, eid)
+  if not raw then
+    return nil
+  end
+  local f = unpack_row(raw)
+  local fault = "not a row"
+  if f then
+    fault = event_fault(f)
+  end
+  if fault then
+    corrupt("event", eid, fault)
+  end
+  return f
+end
+
+local function event_write(eid, f)
+  redis.call("HSET", K.events, eid, pack(f))
+end
+
+local function event_reply(eid, f)
+  local payload = redis.call("HGET", K.payloads, eid)
+  if payload then
+    return { pack(f), "1", payload }
+  end
+  return { pack(f), "0", "" }
+end
+
+-- The row's correlation keys, encoded "ns value", in first-given order.
+local function event_nv(f)
+  local out = {}
+  for i = E_KEYS, #f, 2 do
+    out[#out + 1] = enc(f[i]) .. enc(f[i + 1])
+  end
+  return out
+end
+
+local function event_has_key(f, nv_set)
+  for _, nv in ipairs(event_nv(f)) do
+    if nv_set[nv] then
+      return true
+    end
+  end
+  return false
+end
+
+-- Adds (add = true) or removes the live index entries of a row.
+local function live_index(eid, f, add)
+  local op = add and "ZADD" or "ZREM"
+  local at = instant_key(tonumber(f[E_RECEIVED]))
+  local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
+  local function put(k, m)
+    if add then
+      redis.call(op, k, 0, m)
+    else
+      redis.call(op, k, m)
+    end
+  end
+  put(K.live, at .. eid)
+  for i = E_KEYS, #f, 2 do
+    local nv = enc(f[i]) .. enc(f[i + 1])
+    put(K.live_by_key, kind .. nv .. at .. eid)
+    put(K.live_by_sender, kind .. source .. nv .. at .. eid)
+  end
+end
+
+local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state, run, effect, targeted)
+  local f = { "e1", state, source, id, kind, decimal(at), actor, basis, run, effect, "", "", "0", targeted }
+  if state == "held" then
+    f[E_CLAIMED] = decimal(at)
+  end
+  for i = 1, #keys_raw do
+    f[E_KEYS + i - 1] = keys_raw[i]
+  end
+  return f
+end
+
+local function ledger_member(f, eid)
+  return enc(f[E_RUN]) .. instant_key(tonumber(f[E_RECEIVED])) .. eid
+end
+
+-- Holds the row for wait (run, effect) with claimed_at = at, and writes the ledger.
+local function hold(eid, f, run, effect, at)
+  if f[E_STATE] == "live" then
+    live_index(eid, f, false)
+  end
+  f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "held", run, effect, decimal(at)
+  event_write(eid, f)
+  redis.call("HSET", K.ledger, enc(run) .. enc(effect), eid)
+  redis.call("ZADD", K.ledger_by_run, 0, ledger_member(f, eid))
+end
+
+local function ledger_remove(eid, f)
+  redis.call("HDEL", K.ledger, enc(f[E_RUN]) .. enc(f[E_EFFECT]))
+  redis.call("ZREM", K.ledger_by_run, ledger_member(f, eid))
+end
+
+-- held -> consumed: the payload goes; identity, keys, minter and holder stay.
+local function shed(eid, f)
+  ledger_remove(eid, f)
+  f[E_STATE] = "consumed"
+  event_write(eid, f)
+  redis.call("HDEL", K.payloads, eid)
+  redis.call("ZADD", K.consumed, 0, instant_key(tonumber(f[E_RECEIVED])) .. eid)
+end
+
+-- held -> live at the original received_at, payload intact.
+local function release(eid, f)
+  ledger_remove(eid, f)
+  f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "live", "", "", ""
+  event_write(eid, f)
+  live_index(eid, f, true)
+end
+
+-- live or held -> dead with reason; a dead row has no claim.
+local function kill(eid, f, reason)
+  if f[E_STATE] == "live" then
+    live_index(eid, f, false)
+  elseif f[E_STATE] == "held" then
+    ledger_remove(eid, f)
+  end
+  f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f[E_REASON] = "dead", "", "", "", reason
+  event_write(eid, f)
+  redis.call("ZADD", K.dead, 0, instant_key(tonumber(f[E_RECEIVED])) .. eid)
+end
+
+-- The eid at the end of an index member that ends "instant . eid".
+local function eid_after(member, prefix_len)
+  return string.sub(member, prefix_len + INSTANT_WIDTH + 1)
+end
+
+-- ARGV[first ..]: source, id, kind, payload JSON, minter actor, minter basis,
+-- then (namespace, value) pairs.
+local function event_args(first)
+  local a = {
+    source = ARGV[first],
+    id = ARGV[first + 1],
+    kind = ARGV[first + 2],
+    payload = ARGV[first + 3],
+    actor = ARGV[first + 4],
+    basis = ARGV[first + 5],
+  }
+  a.eid = enc(a.source) .. enc(a.id)
+  a.nv, a.keys = key_args(first + 6)
+  return a
+end
+
+-- Inserts the event of event_args as a new row in state (live or held).
+local function insert_event(a, at, state, run, effect, targeted)
+  local f = new_event_row(a.source, a.id, a.kind, at, a.actor, a.basis, a.keys, state, run, effect, targeted)
+  event_write(a.eid, f)
+  redis.call("HSET", K.payloads, a.eid, a.payload)
+  if state == "live" then
+    live_index(a.eid, f, true)
+  end
+  return f
+end

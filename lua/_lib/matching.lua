@@ -1,0 +1,156 @@
+-- Pairing events with waits, and retiring a run's waits and claims.
+
+local function nv_set(nv_list)
+  local set = {}
+  for _, nv in ipairs(nv_list) do
+    set[nv] = true
+  end
+  return set
+end
+
+-- claim_for: the event claimed for wait (run, effect), or nil (nothing written).
+-- kind, from and nv_list come from the caller's subscription; attrs are the
+-- wait's stored attributes, or nil when it is not registered.
+local function claim(run, effect, wid, attrs, kind, from, nv_list, at)
+  local held = redis.call("HGET", K.ledger, wid)
+  if held then
+    -- Own-claim recovery: the only event a wait holding a claim can get.
+    local f = event_read(held)
+    if not f or f[E_STATE] ~= "held" or f[E_RUN] ~= run or f[E_EFFECT] ~= effect then
+      corrupt("claim", wid, "ledger entry names a row not held for its wait")
+    end
+    if f[E_KIND] ~= kind or (from ~= "" and f[E_SOURCE] ~= from) or not event_has_key(f, nv_set(nv_list)) then
+      return nil
+    end
+    f[E_CLAIMED] = decimal(at)
+    event_write(held, f)
+    park(run, wid, attrs, at)
+    return held, f
+  end
+  if is_marked(wid) then
+    return nil
+  end
+  local kind_c = enc(kind)
+  for _, nv in ipairs(nv_list) do
+    local prefix, index = kind_c .. nv, K.live_by_key
+    if from ~= "" then
+      prefix, index = kind_c .. enc(from) .. nv, K.live_by_sender
+    end
+    local m = with_prefix(index, prefix, 1)[1]
+    if m then
+      local eid = eid_after(m, #prefix)
+      local f = event_read(eid)
+      if not f or f[E_STATE] ~= "live" then
+        corrupt("index", m, "live index names a row that is not live")
+      end
+      hold(eid, f, run, effect, at)
+      park(run, wid, attrs, at)
+      return eid, f
+    end
+  end
+  return nil
+end
+
+-- match_waiter: elects the oldest unparked, unsealed wait for a live row, holds
+-- the row for it and returns its Subscription reply, or nil (nothing written).
+-- Parked waits and sealed runs' waits are not in the election indexes, so the
+-- first entry under each key is the winner; waits restricted to a sender sit in
+-- their own index, merged here by bytes.
+local function elect(eid, f, at)
+  local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
+  for i = E_KEYS, #f, 2 do
+    local nv = enc(f[i]) .. enc(f[i + 1])
+    local pa, pb = kind .. nv, kind .. source .. nv
+    local a = with_prefix(K.electable, pa, 1)[1]
+    local b = with_prefix(K.electable_by_sender, pb, 1)[1]
+    local rest = a and string.sub(a, #pa + 1)
+    if b then
+      local rb = string.sub(b, #pb + 1)
+      if not rest or bytes_lt(rb, rest) then
+        rest = rb
+      end
+    end
+    if rest then
+      local wid = string.sub(rest, INSTANT_WIDTH + 1)
+      local run, effect = wid_parts(wid)
+      local attrs = wait_read(wid)
+      if not attrs then
+        corrupt("index", wid, "election entry of an unregistered wait")
+      end
+      local reply = sub_reply(run, effect, wid, attrs)
+      hold(eid, f, run, effect, at)
+      park(run, wid, attrs, at)
+      return reply
+    end
+  end
+  return nil
+end
+
+-- The rows a run holds claims on, in (received_at, source, id) order, checked.
+local function run_claims(run)
+  local prefix, out = enc(run), {}
+  for _, m in ipairs(with_prefix(K.ledger_by_run, prefix)) do
+    local eid = eid_after(m, #prefix)
+    local f = event_read(eid)
+    if not f or f[E_STATE] ~= "held" or f[E_RUN] ~= run then
+      corrupt("claim", m, "ledger names a row not held by its run")
+    end
+    out[#out + 1] = { eid = eid, f = f }
+  end
+  return out
+end
+
+-- unsubscribe_run: retires every wait and mark of the run; releases (or, if
+-- targeted, dead-letters) the claims of unanswered effects and sheds the rest.
+-- Returns the count of registered waits retired and the released event replies.
+local function retire_run(run, unanswered)
+  local waits, claims = run_waits(run), run_claims(run)
+  for _, w in ipairs(waits) do
+    w.attrs = wait_read(w.wid)
+  end
+  local count, released, prefix = 0, {}, enc(run)
+  for _, w in ipairs(waits) do
+    count = count + retire_wait(w.wid, w.attrs)
+  end
+  for _, class in ipairs({ "L", "B", "S" }) do
+    for _, m in ipairs(with_prefix(K.mark_index, class .. prefix)) do
+      mark_clear(string.sub(m, 2))
+    end
+  end
+  for _, c in ipairs(claims) do
+    if not unanswered[c.f[E_EFFECT]] then
+      shed(c.eid, c.f)
+    elseif c.f[E_TARGETED] == "1" then
+      kill(c.eid, c.f, TARGETED_REASON)
+    else
+      release(c.eid, c.f)
+      released[#released + 1] = event_reply(c.eid, c.f)
+    end
+  end
+  return count, released
+end
+
+-- seal: the first seal of a run wins. Its waits leave the election indexes and
+-- its marks become "sealed" marks, which parked_waits retires.
+local function seal_run(run, at)
+  if is_sealed(run) then
+    return false
+  end
+  local waits, prefix = run_waits(run), enc(run)
+  for _, w in ipairs(waits) do
+    w.attrs = wait_read(w.wid)
+  end
+  redis.call("HSET", K.seals, run, decimal(at))
+  for _, w in ipairs(waits) do
+    if not is_marked(w.wid) then
+      electable_set(w.wid, w.attrs, false)
+    end
+  end
+  for _, class in ipairs({ "L", "B" }) do
+    for _, m in ipairs(with_prefix(K.mark_index, class .. prefix)) do
+      redis.call("ZREM", K.mark_index, m)
+      redis.call("ZADD", K.mark_index, 0, "S" .. string.sub(m, 2))
+    end
+  end
+  return true
+end

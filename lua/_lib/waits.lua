@@ -1,0 +1,187 @@
+-- Waits: attributes, key rows, the election indexes and parked marks.
+--
+-- A wait (run, effect) is "wid" = enc(run) . enc(effect). Its attributes row
+-- (tag "w1", kind, step, phase, case, from_source; "" for none) exists exactly
+-- while it has key rows. A key row is "wid . ns value . created_at" in
+-- wait_keys and "created_at . wid . ns value" in wait_order. A key row is in an
+-- election index (electable, or electable_by_sender when from_source is set)
+-- exactly while its wait is unparked and its run unsealed, so elections never
+-- pass over anything. A mark is marks[wid] = parked_at plus one mark_index
+-- member: "L" . wid (registered, run unsealed: listed by parked_waits),
+-- "B" . wid (bare) or "S" . wid (run sealed: retired by parked_waits).
+
+local W_KIND, W_STEP, W_PHASE, W_CASE, W_FROM = 2, 3, 4, 5, 6
+
+local function wait_read(wid)
+  local raw = redis.call("HGET", K.waits, wid)
+  if not raw then
+    return nil
+  end
+  local f = unpack_row(raw)
+  if not f or #f ~= 6 or f[1] ~= "w1" or f[W_KIND] == "" or not is_step(f[W_STEP]) or not is_phase(f[W_PHASE]) then
+    corrupt("wait", wid, "bad attributes")
+  end
+  return f
+end
+
+local function is_sealed(run)
+  return redis.call("HEXISTS", K.seals, run) == 1
+end
+
+local function is_marked(wid)
+  return redis.call("HEXISTS", K.marks, wid) == 1
+end
+
+-- The wait's key rows: a list of {nv = encoded ns value, at = instant key}.
+local function key_rows(wid)
+  local out = {}
+  for _, m in ipairs(with_prefix(K.wait_keys, wid)) do
+    local parts, pos = take(m, #wid + 1, 2)
+    if not parts or #m - pos + 1 ~= INSTANT_WIDTH then
+      corrupt("wait key", m, "bad member")
+    end
+    out[#out + 1] = { nv = parts[1] .. parts[2], at = string.sub(m, pos) }
+  end
+  return out
+end
+
+local function election_entry(attrs, nv, at, wid)
+  if attrs[W_FROM] == "" then
+    return K.electable, enc(attrs[W_KIND]) .. nv .. at .. wid
+  end
+  return K.electable_by_sender, enc(attrs[W_KIND]) .. enc(attrs[W_FROM]) .. nv .. at .. wid
+end
+
+-- Puts (add = true) or takes the wait's key rows in or out of the election indexes.
+local function electable_set(wid, attrs, add)
+  for _, row in ipairs(key_rows(wid)) do
+    local k, m = election_entry(attrs, row.nv, row.at, wid)
+    if add then
+      redis.call("ZADD", k, 0, m)
+    else
+      redis.call("ZREM", k, m)
+    end
+  end
+end
+
+-- Adds the key rows the wait lacks (created_at = at); a new wait takes attrs.
+-- Returns the attributes in force. electable = false leaves new rows out of
+-- the election indexes (the caller parks the wait next).
+local function register(run, wid, attrs, nv_list, at, electable)
+  local stored = wait_read(wid)
+  local marked, sealed = is_marked(wid), is_sealed(run)
+  local in_force = stored or attrs
+  local at_key = instant_key(at)
+  for _, nv in ipairs(nv_list) do
+    local p = wid .. nv
+    if #with_prefix(K.wait_keys, p, 1) == 0 then
+      redis.call("ZADD", K.wait_keys, 0, p .. at_key)
+      redis.call("ZADD", K.wait_order, 0, at_key .. p)
+      if electable and not marked and not sealed then
+        local k, m = election_entry(in_force, nv, at_key, wid)
+        redis.call("ZADD", k, 0, m)
+      end
+    end
+  end
+  if not stored then
+    redis.call("HSET", K.waits, wid, pack(attrs))
+    if marked and not sealed then
+      redis.call("ZREM", K.mark_index, "B" .. wid)
+      redis.call("ZADD", K.mark_index, 0, "L" .. wid)
+    end
+  end
+  return in_force
+end
+
+-- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait.
+local function park(run, wid, attrs, at)
+  local had = is_marked(wid)
+  redis.call("HSET", K.marks, wid, decimal(at))
+  if had then
+    return
+  end
+  local sealed = is_sealed(run)
+  local class = sealed and "S" or (attrs and "L" or "B")
+  redis.call("ZADD", K.mark_index, 0, class .. wid)
+  if attrs and not sealed then
+    electable_set(wid, attrs, false)
+  end
+end
+
+local function mark_clear(wid)
+  redis.call("HDEL", K.marks, wid)
+  redis.call("ZREM", K.mark_index, "L" .. wid, "B" .. wid, "S" .. wid)
+end
+
+-- Clears the mark of a registered wait and makes it matchable again at its
+-- original registration times.
+local function unpark(run, wid, attrs)
+  mark_clear(wid)
+  if attrs and not is_sealed(run) then
+    electable_set(wid, attrs, true)
+  end
+end
+
+-- Removes the wait's key rows, index entries, attributes and mark.
+-- Returns 1 when the wait was registered, else 0.
+local function retire_wait(wid, attrs)
+  mark_clear(wid)
+  if not attrs then
+    return 0
+  end
+  for _, row in ipairs(key_rows(wid)) do
+    redis.call("ZREM", K.wait_keys, wid .. row.nv .. row.at)
+    redis.call("ZREM", K.wait_order, row.at .. wid .. row.nv)
+    local k, m = election_entry(attrs, row.nv, row.at, wid)
+    redis.call("ZREM", k, m)
+  end
+  redis.call("HDEL", K.waits, wid)
+  return 1
+end
+
+-- A Subscription reply: {run, effect, attributes row, {ns, value, ...}}, keys sorted.
+local function sub_reply(run, effect, wid, attrs)
+  local keys = {}
+  for _, row in ipairs(key_rows(wid)) do
+    local parts = take(row.nv, 1, 2)
+    keys[#keys + 1] = dec(parts[1])
+    keys[#keys + 1] = dec(parts[2])
+  end
+  return { run, effect, pack(attrs), keys }
+end
+
+-- The distinct waits of a run, in effect order: a list of {wid, effect}.
+local function run_waits(run)
+  local prefix, out, last = enc(run), {}, nil
+  for _, m in ipairs(with_prefix(K.wait_keys, enc(run))) do
+    local parts, pos = take(m, #prefix + 1, 1)
+    if not parts then
+      corrupt("wait key", m, "bad member")
+    end
+    local wid = string.sub(m, 1, pos - 1)
+    if wid ~= last then
+      out[#out + 1] = { wid = wid, effect = dec(parts[1]) }
+      last = wid
+    end
+  end
+  return out
+end
+
+-- (run, effect) of an encoded wid.
+local function wid_parts(wid)
+  local parts, pos = take(wid, 1, 2)
+  if not parts or pos ~= #wid + 1 then
+    corrupt("wait id", wid, "bad member")
+  end
+  return dec(parts[1]), dec(parts[2])
+end
+
+-- ARGV[2 ..]: run, effect, kind, step, phase, case, from_source ("" for
+-- none), then (namespace, value) pairs.
+local function sub_args()
+  local s = { run = ARGV[2], effect = ARGV[3], kind = ARGV[4], from = ARGV[8] }
+  s.wid = enc(s.run) .. enc(s.effect)
+  s.attrs = { "w1", ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8] }
+  s.nv = key_args(9)
+  return s
+end

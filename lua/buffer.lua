@@ -1,0 +1,34 @@
+-- buffer: store an inbound event as a live row unless its (source, id) exists.
+--
+-- KEYS[1] events: agentplane:{<tenant>}:event
+-- KEYS[2] payloads: agentplane:{<tenant>}:payload
+-- KEYS[3] live: agentplane:{<tenant>}:event:live
+-- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
+-- ARGV[1] at: instant ms, "" reads the server clock
+-- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
+-- Returns: {"NEW", at} | {"SEEN", at}
+-- Errors: none
+
+local K = {
+  events = KEYS[1],
+  payloads = KEYS[2],
+  live = KEYS[3],
+  live_by_key = KEYS[4],
+  live_by_sender = KEYS[5],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/events.lua
+
+return guard(function()
+  local at = instant_arg(ARGV[1])
+  local event = event_args(2)
+  -- Any existing row, whatever its state, is the same event: dedup holds until purge.
+  if redis.call("HEXISTS", K.events, event.eid) == 1 then
+    return { "SEEN", decimal(at) }
+  end
+  insert_event(event, at, "live", "", "", "0")
+  return { "NEW", decimal(at) }
+end)

@@ -1,0 +1,61 @@
+-- claim_for: find and claim a buffered event for one wait, or recover its own claim.
+--
+-- KEYS[1] events: agentplane:{<tenant>}:event
+-- KEYS[2] payloads: agentplane:{<tenant>}:payload
+-- KEYS[3] live: agentplane:{<tenant>}:event:live
+-- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
+-- KEYS[6] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[7] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[8] ledger: agentplane:{<tenant>}:claim
+-- KEYS[9] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[10] waits: agentplane:{<tenant>}:wait
+-- KEYS[11] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[12] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[13] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[15] marks: agentplane:{<tenant>}:mark
+-- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[17] seals: agentplane:{<tenant>}:seal
+-- ARGV[1] at: instant ms, "" reads the server clock
+-- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
+-- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at}
+-- Errors: CORRUPT
+
+local K = {
+  events = KEYS[1],
+  payloads = KEYS[2],
+  live = KEYS[3],
+  live_by_key = KEYS[4],
+  live_by_sender = KEYS[5],
+  dead = KEYS[6],
+  consumed = KEYS[7],
+  ledger = KEYS[8],
+  ledger_by_run = KEYS[9],
+  waits = KEYS[10],
+  wait_keys = KEYS[11],
+  wait_order = KEYS[12],
+  electable = KEYS[13],
+  electable_by_sender = KEYS[14],
+  marks = KEYS[15],
+  mark_index = KEYS[16],
+  seals = KEYS[17],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/events.lua
+--@include _lib/waits.lua
+--@include _lib/matching.lua
+
+return guard(function()
+  local at = instant_arg(ARGV[1])
+  local sub = sub_args()
+  local attrs = wait_read(sub.wid)
+  local eid, f = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at)
+  if not eid then
+    return { "MISS", decimal(at) }
+  end
+  local reply = event_reply(eid, f)
+  return { "HIT", decimal(at), reply[1], reply[2], reply[3] }
+end)

@@ -1,0 +1,68 @@
+-- deliver: buffer an event, then offer it to the oldest eligible wait, in one step.
+--
+-- KEYS[1] events: agentplane:{<tenant>}:event
+-- KEYS[2] payloads: agentplane:{<tenant>}:payload
+-- KEYS[3] live: agentplane:{<tenant>}:event:live
+-- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
+-- KEYS[6] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[7] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[8] ledger: agentplane:{<tenant>}:claim
+-- KEYS[9] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[10] waits: agentplane:{<tenant>}:wait
+-- KEYS[11] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[12] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[13] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[15] marks: agentplane:{<tenant>}:mark
+-- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[17] seals: agentplane:{<tenant>}:seal
+-- ARGV[1] at: instant ms, "" reads the server clock
+-- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
+-- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"DUPLICATE", at}
+--   subscription = {run, effect, attributes row, {namespace, value, ...}}
+-- Errors: CORRUPT
+
+local K = {
+  events = KEYS[1],
+  payloads = KEYS[2],
+  live = KEYS[3],
+  live_by_key = KEYS[4],
+  live_by_sender = KEYS[5],
+  dead = KEYS[6],
+  consumed = KEYS[7],
+  ledger = KEYS[8],
+  ledger_by_run = KEYS[9],
+  waits = KEYS[10],
+  wait_keys = KEYS[11],
+  wait_order = KEYS[12],
+  electable = KEYS[13],
+  electable_by_sender = KEYS[14],
+  marks = KEYS[15],
+  mark_index = KEYS[16],
+  seals = KEYS[17],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/events.lua
+--@include _lib/waits.lua
+--@include _lib/matching.lua
+
+return guard(function()
+  local at = instant_arg(ARGV[1])
+  local event = event_args(2)
+  local f = event_read(event.eid)
+  local fresh = f == nil
+  if fresh then
+    f = insert_event(event, at, "live", "", "", "0")
+  elseif f[E_STATE] ~= "live" then
+    return { "DUPLICATE", decimal(at) }
+  end
+  -- A live duplicate is offered again: that heals a crash after buffer.
+  local sub = elect(event.eid, f, at)
+  if sub then
+    return { "RESUMED", decimal(at), sub }
+  end
+  return { fresh and "BUFFERED" or "DUPLICATE", decimal(at) }
+end)

@@ -1,0 +1,100 @@
+-- deliver_to: deliver a continuation to one named run's qualifying wait, or store nothing.
+--
+-- KEYS[1] events: agentplane:{<tenant>}:event
+-- KEYS[2] payloads: agentplane:{<tenant>}:payload
+-- KEYS[3] live: agentplane:{<tenant>}:event:live
+-- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
+-- KEYS[6] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[7] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[8] ledger: agentplane:{<tenant>}:claim
+-- KEYS[9] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[10] waits: agentplane:{<tenant>}:wait
+-- KEYS[11] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[12] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[13] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[15] marks: agentplane:{<tenant>}:mark
+-- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[17] seals: agentplane:{<tenant>}:seal
+-- ARGV[1] at: instant ms, "" reads the server clock
+-- ARGV[2] run: the run the event is addressed to
+-- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
+-- Returns: {"MATCHED", at, subscription} | {"DUPLICATE", at} | {"NOT_WAITING", at}
+--   subscription = {run, effect, attributes row, {namespace, value, ...}}
+-- Errors: CORRUPT
+
+local K = {
+  events = KEYS[1],
+  payloads = KEYS[2],
+  live = KEYS[3],
+  live_by_key = KEYS[4],
+  live_by_sender = KEYS[5],
+  dead = KEYS[6],
+  consumed = KEYS[7],
+  ledger = KEYS[8],
+  ledger_by_run = KEYS[9],
+  waits = KEYS[10],
+  wait_keys = KEYS[11],
+  wait_order = KEYS[12],
+  electable = KEYS[13],
+  electable_by_sender = KEYS[14],
+  marks = KEYS[15],
+  mark_index = KEYS[16],
+  seals = KEYS[17],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/events.lua
+--@include _lib/waits.lua
+--@include _lib/matching.lua
+
+-- Whether the wait qualifies for an event of this kind, source and key set.
+local function qualifies(wid, attrs, kind, source, keys)
+  if attrs[W_KIND] ~= kind or (attrs[W_FROM] ~= "" and attrs[W_FROM] ~= source) then
+    return false
+  end
+  for _, row in ipairs(key_rows(wid)) do
+    if keys[row.nv] then
+      return true
+    end
+  end
+  return false
+end
+
+return guard(function()
+  local at = instant_arg(ARGV[1])
+  local run = ARGV[2]
+  local event = event_args(3)
+  local f = event_read(event.eid)
+  if f then
+    -- A retry of a delivery that matched answers Matched again, without writing.
+    if f[E_STATE] == "held" and f[E_RUN] == run then
+      local wid = enc(run) .. enc(f[E_EFFECT])
+      local attrs = wait_read(wid)
+      if attrs and qualifies(wid, attrs, f[E_KIND], f[E_SOURCE], nv_set(event_nv(f))) then
+        return { "MATCHED", decimal(at), sub_reply(run, f[E_EFFECT], wid, attrs) }
+      end
+    end
+    return { "DUPLICATE", decimal(at) }
+  end
+  -- The smallest effect among the run's unparked qualifying waits wins.
+  local keys = nv_set(event.nv)
+  for _, w in ipairs(run_waits(run)) do
+    if not is_marked(w.wid) then
+      local attrs = wait_read(w.wid)
+      if attrs and qualifies(w.wid, attrs, event.kind, event.source, keys) then
+        local reply = sub_reply(run, w.effect, w.wid, attrs)
+        local row = new_event_row(
+          event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "held", run, w.effect, "1"
+        )
+        redis.call("HSET", K.payloads, event.eid, event.payload)
+        hold(event.eid, row, run, w.effect, at)
+        park(run, w.wid, attrs, at)
+        return { "MATCHED", decimal(at), reply }
+      end
+    end
+  end
+  return { "NOT_WAITING", decimal(at) }
+end)

@@ -1,0 +1,93 @@
+-- erase_payload: remove an event's payload for good, keeping its identity for dedup.
+--
+-- KEYS[1] events: agentplane:{<tenant>}:event
+-- KEYS[2] payloads: agentplane:{<tenant>}:payload
+-- KEYS[3] live: agentplane:{<tenant>}:event:live
+-- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
+-- KEYS[6] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[7] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[8] ledger: agentplane:{<tenant>}:claim
+-- KEYS[9] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[10] waits: agentplane:{<tenant>}:wait
+-- KEYS[11] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[12] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[13] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[15] marks: agentplane:{<tenant>}:mark
+-- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[17] seals: agentplane:{<tenant>}:seal
+-- ARGV[1] source: the event's source
+-- ARGV[2] id: the event's id
+-- Returns: {"ERASED"} | {"NONE"}
+-- Errors: CORRUPT
+
+local K = {
+  events = KEYS[1],
+  payloads = KEYS[2],
+  live = KEYS[3],
+  live_by_key = KEYS[4],
+  live_by_sender = KEYS[5],
+  dead = KEYS[6],
+  consumed = KEYS[7],
+  ledger = KEYS[8],
+  ledger_by_run = KEYS[9],
+  waits = KEYS[10],
+  wait_keys = KEYS[11],
+  wait_order = KEYS[12],
+  electable = KEYS[13],
+  electable_by_sender = KEYS[14],
+  marks = KEYS[15],
+  mark_index = KEYS[16],
+  seals = KEYS[17],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/events.lua
+--@include _lib/waits.lua
+--@include _lib/matching.lua
+
+return guard(function()
+  local eid = enc(ARGV[1]) .. enc(ARGV[2])
+  local f = event_read(eid)
+  if not f then
+    return { "NONE" }
+  end
+  if f[E_ERASED] == "1" then
+    return { "ERASED" }
+  end
+  local unpark_list = {}
+  if f[E_STATE] == "held" then
+    -- The holder, and every other parked wait of its run that shares a key
+    -- with the event and holds no claim of its own, become matchable again.
+    local run, holder = f[E_RUN], enc(f[E_RUN]) .. enc(f[E_EFFECT])
+    local keys = nv_set(event_nv(f))
+    if is_marked(holder) then
+      unpark_list[1] = { wid = holder, attrs = wait_read(holder) }
+    end
+    for _, w in ipairs(run_waits(run)) do
+      if w.wid ~= holder and is_marked(w.wid) and redis.call("HEXISTS", K.ledger, w.wid) == 0 then
+        for _, row in ipairs(key_rows(w.wid)) do
+          if keys[row.nv] then
+            unpark_list[#unpark_list + 1] = { wid = w.wid, attrs = wait_read(w.wid) }
+            break
+          end
+        end
+      end
+    end
+  end
+  f[E_ERASED] = "1"
+  if f[E_STATE] == "live" or f[E_STATE] == "held" then
+    local run = f[E_RUN]
+    kill(eid, f, "erased")
+    for _, w in ipairs(unpark_list) do
+      unpark(run, w.wid, w.attrs)
+    end
+  else
+    -- consumed or dead: only the payload and the mark change; a dead row keeps its reason.
+    event_write(eid, f)
+  end
+  redis.call("HDEL", K.payloads, eid)
+  return { "ERASED" }
+end)

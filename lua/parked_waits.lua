@@ -1,0 +1,94 @@
+-- parked_waits: one bounded step: retire sealed runs' marks, else list parked waits.
+--
+-- KEYS[1] events: agentplane:{<tenant>}:event
+-- KEYS[2] payloads: agentplane:{<tenant>}:payload
+-- KEYS[3] live: agentplane:{<tenant>}:event:live
+-- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
+-- KEYS[6] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[7] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[8] ledger: agentplane:{<tenant>}:claim
+-- KEYS[9] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[10] waits: agentplane:{<tenant>}:wait
+-- KEYS[11] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[12] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[13] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[15] marks: agentplane:{<tenant>}:mark
+-- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[17] seals: agentplane:{<tenant>}:seal
+-- ARGV[1] room: count, the most waits this step lists
+-- ARGV[2] after: the last mark member listed by the previous step, "" to start
+-- ARGV[3] batch: count, the most sealed marks this step retires
+-- Returns: {"MORE"} (retired a full batch; call again) | {"LIST", last member, subscription, ...}
+--   subscription = {run, effect, attributes row, {namespace, value, ...}}
+-- Errors: CORRUPT
+
+local K = {
+  events = KEYS[1],
+  payloads = KEYS[2],
+  live = KEYS[3],
+  live_by_key = KEYS[4],
+  live_by_sender = KEYS[5],
+  dead = KEYS[6],
+  consumed = KEYS[7],
+  ledger = KEYS[8],
+  ledger_by_run = KEYS[9],
+  waits = KEYS[10],
+  wait_keys = KEYS[11],
+  wait_order = KEYS[12],
+  electable = KEYS[13],
+  electable_by_sender = KEYS[14],
+  marks = KEYS[15],
+  mark_index = KEYS[16],
+  seals = KEYS[17],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/events.lua
+--@include _lib/waits.lua
+--@include _lib/matching.lua
+
+return guard(function()
+  local room, after, batch = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+  -- Sealed runs' marks first: every call retires them all, past a full page.
+  local sealed = redis.call("ZRANGEBYLEX", K.mark_index, "[S", "(S\255", "LIMIT", 0, batch)
+  if #sealed > 0 then
+    local waits, claims, runs = {}, {}, {}
+    for i, m in ipairs(sealed) do
+      local wid = string.sub(m, 2)
+      local run = wid_parts(wid)
+      waits[i] = { wid = wid, attrs = wait_read(wid) }
+      if not runs[run] then
+        runs[run] = true
+        claims[#claims + 1] = run_claims(run)
+      end
+    end
+    for _, w in ipairs(waits) do
+      retire_wait(w.wid, w.attrs)
+    end
+    for _, list in ipairs(claims) do
+      for _, c in ipairs(list) do
+        shed(c.eid, c.f)
+      end
+    end
+    if #sealed == batch then
+      return { "MORE" }
+    end
+  end
+  -- Then the listable marks (registered waits of unsealed runs), in (run, effect) order.
+  local start = after == "" and "[L" or "(" .. after
+  local out = { "LIST", after }
+  for _, m in ipairs(redis.call("ZRANGEBYLEX", K.mark_index, start, "(L\255", "LIMIT", 0, room)) do
+    local wid = string.sub(m, 2)
+    local run, effect = wid_parts(wid)
+    local attrs = wait_read(wid)
+    if not attrs then
+      corrupt("mark", wid, "listed mark of an unregistered wait")
+    end
+    out[2] = m
+    out[#out + 1] = sub_reply(run, effect, wid, attrs)
+  end
+  return out
+end)

@@ -1,0 +1,38 @@
+-- seal: mark a run sealed (first seal wins); its waits stop being matched.
+--
+-- KEYS[1] waits: agentplane:{<tenant>}:wait
+-- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[3] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[4] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[5] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[6] marks: agentplane:{<tenant>}:mark
+-- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[8] seals: agentplane:{<tenant>}:seal
+-- ARGV[1] at: instant ms, "" reads the server clock
+-- ARGV[2] run: the run
+-- Returns: {"NEW", at} | {"SEEN", at}
+-- Errors: CORRUPT
+
+local K = {
+  waits = KEYS[1],
+  wait_keys = KEYS[2],
+  wait_order = KEYS[3],
+  electable = KEYS[4],
+  electable_by_sender = KEYS[5],
+  marks = KEYS[6],
+  mark_index = KEYS[7],
+  seals = KEYS[8],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/waits.lua
+--@include _lib/matching.lua
+
+return guard(function()
+  local at = instant_arg(ARGV[1])
+  if seal_run(ARGV[2], at) then
+    return { "NEW", decimal(at) }
+  end
+  return { "SEEN", decimal(at) }
+end)

@@ -1,0 +1,36 @@
+-- subscribe: register a wait's missing correlation keys; a new wait takes these attributes.
+--
+-- KEYS[1] waits: agentplane:{<tenant>}:wait
+-- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[3] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[4] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[5] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[6] marks: agentplane:{<tenant>}:mark
+-- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[8] seals: agentplane:{<tenant>}:seal
+-- ARGV[1] at: instant ms, "" reads the server clock
+-- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
+-- Returns: {"OK", at}
+-- Errors: CORRUPT
+
+local K = {
+  waits = KEYS[1],
+  wait_keys = KEYS[2],
+  wait_order = KEYS[3],
+  electable = KEYS[4],
+  electable_by_sender = KEYS[5],
+  marks = KEYS[6],
+  mark_index = KEYS[7],
+  seals = KEYS[8],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/waits.lua
+
+return guard(function()
+  local at = instant_arg(ARGV[1])
+  local sub = sub_args()
+  register(sub.run, sub.wid, sub.attrs, sub.nv, at, true)
+  return { "OK", decimal(at) }
+end)
