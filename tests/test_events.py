@@ -1,0 +1,775 @@
+"""The event store's contract (sections 2-3, 6), over every backend and flavour."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from agentplane_redis import (
+    Buffered,
+    BufferedEvent,
+    Duplicate,
+    EventStats,
+    Matched,
+    Minter,
+    NotWaiting,
+    Operator,
+    Phase,
+    Resumed,
+    Retired,
+)
+from agentplane_redis.ops import SWEEP_BATCH
+from helpers import at, ev, ids, sub
+
+# ------------------------------------------------------------ 3.1 buffer
+
+
+def test_buffer_stores_a_new_event_once(store):
+    """buffer answers True for a new pair and False for every repeat."""
+    assert store.events.buffer(ev("e1", "order/A-1"), at=at(0)) is True
+    assert store.events.buffer(ev("e1", "order/A-1"), at=at(5)) is False
+    assert store.events.stats() == EventStats(1, 0, 0, 0, 0, 0)
+
+
+def test_buffer_of_a_duplicate_leaves_the_stored_row_as_it_was(store):
+    """A duplicate with another body changes no payload, kind, key or received_at."""
+    store.events.buffer(ev("e1", "order/A-1", payload={"v": 1}), at=at(0))
+    assert not store.events.buffer(
+        ev("e1", "order/B-2", kind="other", payload={"v": 2}, by=Operator("a", "b")), at=at(9)
+    )
+    got = store.events.claim_for(sub("r", "w", "order/A-1"), at=at(10))
+    assert got == BufferedEvent(ev("e1", "order/A-1", payload={"v": 1}), at(0))
+    assert store.events.minter("src", "e1") == Minter(None)
+
+
+def test_identity_is_the_pair_injectively(store):
+    """(a␟b, c) and (a, b␟c), and pairs differing only around NUL, are distinct events."""
+    pairs = [("a\x1fb", "c"), ("a", "b\x1fc"), ("a\x00", "b"), ("a", "\x00b"), ("a", "b")]
+    for source, id_ in pairs:
+        assert store.events.buffer(ev(id_, "k/1", source=source), at=at(0))
+    assert store.events.stats().live == len(pairs)
+    for source, id_ in pairs:
+        assert not store.events.buffer(ev(id_, "k/1", source=source), at=at(0))
+
+
+def test_buffer_refuses_the_pair_in_every_state(store):
+    """Live, held, consumed, dead and erased rows all make buffer answer False."""
+    store.events.buffer(ev("live", "k/1"), at=at(0))
+    store.events.buffer(ev("held", "k/2"), at=at(0))
+    store.events.wait(sub("r", "w2", "k/2"), at=at(1))
+    store.events.buffer(ev("consumed", "k/3"), at=at(0))
+    store.events.wait(sub("r", "w3", "k/3"), at=at(1))
+    store.events.unsubscribe("r", "w3")
+    store.events.buffer(ev("dead", "k/4"), at=at(0))
+    store.events.buffer(ev("erased", "k/5"), at=at(0))
+    store.events.erase_payload("src", "erased")
+    store.events.sweep_unclaimed(at(0), "late")
+    for name in ("live", "held", "consumed", "dead", "erased"):
+        assert store.events.buffer(ev(name, "k/9"), at=at(2)) is False, name
+
+
+def test_an_event_without_keys_is_kept_but_never_claimed(store):
+    """A keyless event is live, never claimable, and reached by the sweep."""
+    store.events.buffer(ev("e1"), at=at(0))
+    store.events.subscribe(sub("r", "w", "order/A-1"), at=at(1))
+    assert store.events.match_waiter(ev("e1"), at=at(2)) is None
+    assert store.events.stats().live == 1
+    assert store.events.sweep_unclaimed(at(0)) == 1
+
+
+def test_buffer_does_not_look_for_a_waiter(store):
+    """buffer leaves a matching wait waiting and the event live."""
+    store.events.subscribe(sub("r", "w", "order/A-1"), at=at(0))
+    store.events.buffer(ev("e1", "order/A-1"), at=at(1))
+    assert store.events.stats() == EventStats(live=1, claimed=0, consumed=0, dead=0, waits=1,
+                                              parked=0)
+
+
+# ------------------------------------------------------------ 3.2 subscribe
+
+
+def test_subscribe_keeps_the_first_attributes_and_adds_missing_keys(store):
+    """A later subscribe adds keys the wait lacks but never changes its attributes."""
+    store.events.subscribe(sub("r", "w", "k/1", step=3, phase=Phase.COMPENSATING, case="c"),
+                           at=at(0))
+    store.events.subscribe(sub("r", "w", "k/2", kind="other", step=9, from_source="x"), at=at(5))
+    waiting = store.events.waiting()
+    assert [(s.correlation[0].value, s.kind, s.step, s.phase, s.case, s.from_source)
+            for s in waiting] == [
+        ("1", "paid", 3, Phase.COMPENSATING, "c", None),
+        ("2", "paid", 3, Phase.COMPENSATING, "c", None),
+    ]
+    assert store.events.stats().waits == 1
+
+
+def test_queue_position_is_the_first_registration_per_key(store):
+    """Re-subscribing does not move a wait back in the election queue."""
+    store.events.subscribe(sub("a", "w", "k/1"), at=at(0))
+    store.events.subscribe(sub("b", "w", "k/1"), at=at(1))
+    store.events.subscribe(sub("a", "w", "k/1"), at=at(2))
+    assert ids(store.events.waiting()) == [("a", "w"), ("b", "w")]
+    assert store.events.deliver(ev("e", "k/1"), at=at(3)).subscription.run == "a"
+
+
+def test_subscribe_does_not_search_the_buffer_nor_clear_a_mark(store):
+    """subscribe claims nothing and leaves a parked wait parked."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(1))
+    assert store.events.stats().live == 1
+    store.events.park_wait(sub("r", "w", "k/1"), at=at(2))
+    store.events.subscribe(sub("r", "w", "k/1", "k/2"), at=at(3))
+    assert ids(store.events.parked_waits()) == [("r", "w")]
+
+
+# ------------------------------------------------------------ 3.3 claim_for
+
+
+def test_claim_for_takes_the_oldest_event_under_the_first_key(store):
+    """Events under a key by (received_at, source, id); keys in subscription order."""
+    store.events.buffer(ev("old", "k/2"), at=at(0))
+    store.events.buffer(ev("b", "k/1", source="s2"), at=at(5))
+    store.events.buffer(ev("z", "k/1", source="s1"), at=at(5))
+    store.events.buffer(ev("a", "k/1", source="s1"), at=at(5))
+    got = store.events.claim_for(sub("r", "w1", "k/1", "k/2"), at=at(10))
+    assert (got.event.source, got.event.id) == ("s1", "a")
+    store.events.unsubscribe("r", "w1")
+    order = []
+    for n in range(3):
+        got = store.events.claim_for(sub("r", f"x{n}", "k/1", "k/2"), at=at(10))
+        order.append(got.event.id)
+        store.events.unsubscribe("r", f"x{n}")
+    assert order == ["z", "b", "old"]
+
+
+def test_claim_for_matches_kind_and_source(store):
+    """Only the stored kind, and the stored source when from_source is set, qualify."""
+    store.events.buffer(ev("other-kind", "k/1", kind="refund"), at=at(0))
+    store.events.buffer(ev("from-a", "k/1", source="a"), at=at(1))
+    store.events.buffer(ev("from-b", "k/1", source="b"), at=at(2))
+    got = store.events.claim_for(sub("r", "w", "k/1", from_source="b"), at=at(3))
+    assert got.event.id == "from-b"
+    got = store.events.claim_for(sub("r", "v", "k/1"), at=at(3))
+    assert got.event.id == "from-a"
+    assert store.events.claim_for(sub("r", "u", "k/1", kind="nothing"), at=at(3)) is None
+
+
+def test_claim_for_recovers_its_own_claim_with_the_payload(store):
+    """A retry returns the same event, payload included, until unsubscribe."""
+    store.events.buffer(ev("e1", "k/1", payload={"x": [1, 2]}), at=at(0))
+    first = store.events.claim_for(sub("r", "w", "k/1"), at=at(1))
+    store.events.buffer(ev("e2", "k/1"), at=at(2))
+    again = store.events.claim_for(sub("r", "w", "k/1"), at=at(3))
+    assert first == again
+    assert again.event.payload == {"x": [1, 2]}
+    assert store.events.stats() == EventStats(live=1, claimed=1, consumed=0, dead=0, waits=0,
+                                              parked=1)
+
+
+def test_claim_for_parks_even_an_unregistered_wait_with_a_bare_mark(store):
+    """A claim by an unsubscribed wait leaves a bare mark: parked, but not a registration."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.claim_for(sub("r", "w", "k/1"), at=at(1))
+    assert store.events.waiting() == []
+    assert store.events.parked_waits() == []
+    assert store.events.stats().parked == 1
+
+
+def test_a_miss_writes_nothing(store, raw):
+    """claim_for without an eligible event changes no key."""
+    store.events.buffer(ev("e1", "k/1", kind="other"), at=at(0))
+    before = {k: raw.dump(k) for k in raw.keys("*")}
+    assert store.events.claim_for(sub("r", "w", "k/1"), at=at(1)) is None
+    assert {k: raw.dump(k) for k in raw.keys("*")} == before
+
+
+def test_a_consumed_or_foreign_held_event_is_never_claimed(store):
+    """After unsubscribe the run's next wait waits for a new event; others' claims are theirs."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.wait(sub("r", "w1", "k/1"), at=at(1))
+    assert store.events.claim_for(sub("other", "w", "k/1"), at=at(2)) is None
+    store.events.unsubscribe("r", "w1")
+    assert store.events.wait(sub("r", "w2", "k/1"), at=at(3)) is None
+
+
+def test_a_wait_holding_a_claim_takes_no_second_event(store):
+    """A parked wait with a claim recovers only that claim."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.buffer(ev("e2", "k/2"), at=at(0))
+    store.events.claim_for(sub("r", "w", "k/1"), at=at(1))
+    assert store.events.claim_for(sub("r", "w", "k/2"), at=at(2)) is None
+    assert store.events.stats().live == 1
+
+
+def test_claim_for_does_not_check_sealing(store):
+    """A sealed run's claim_for still claims (its journal refuses later)."""
+    store.runs.seal("r")
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert store.events.claim_for(sub("r", "w", "k/1"), at=at(1)).event.id == "e1"
+
+
+# ------------------------------------------------------------ 3.4 match_waiter
+
+
+def test_match_waiter_elects_the_oldest_wait_with_tie_breaks(store):
+    """Oldest created_at wins; ties go to the smaller run, then the smaller effect."""
+    store.events.subscribe(sub("b", "w", "k/1"), at=at(5))
+    store.events.subscribe(sub("a", "y", "k/1"), at=at(5))
+    store.events.subscribe(sub("a", "x", "k/1"), at=at(5))
+    store.events.subscribe(sub("late", "w", "k/1"), at=at(9))
+    winners = []
+    for n in range(4):
+        store.events.buffer(ev(f"e{n}", "k/1"), at=at(10))
+        winners.append(ids([store.events.match_waiter(ev(f"e{n}", "k/1"), at=at(11))])[0])
+    assert winners == [("a", "x"), ("a", "y"), ("b", "w"), ("late", "w")]
+
+
+def test_match_waiter_uses_the_stored_row_not_the_argument(store):
+    """The argument identifies by (source, id); stored kind and keys decide."""
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(0))
+    store.events.buffer(ev("e1", "k/1"), at=at(1))
+    got = store.events.match_waiter(ev("e1", "k/other", kind="nope"), at=at(2))
+    assert ids([got]) == [("r", "w")]
+
+
+def test_match_waiter_walks_keys_in_first_given_order(store):
+    """The event's first key is searched first, whatever the waits' ages."""
+    store.events.subscribe(sub("old", "w", "k/2"), at=at(0))
+    store.events.subscribe(sub("new", "w", "k/1"), at=at(5))
+    store.events.buffer(ev("e1", "k/1", "k/2"), at=at(6))
+    assert store.events.match_waiter(ev("e1"), at=at(7)).run == "new"
+
+
+def test_match_waiter_passes_over_sealed_parked_and_other_sender_waits(store):
+    """Sealed runs', parked and from_source-mismatched waits are skipped and left untouched."""
+    store.events.subscribe(sub("sealed", "w", "k/1"), at=at(0))
+    store.runs.seal("sealed")
+    store.events.park_wait(sub("parked", "w", "k/1"), at=at(1))
+    store.events.subscribe(sub("picky", "w", "k/1", from_source="elsewhere"), at=at(2))
+    store.events.subscribe(sub("fits", "w", "k/1", from_source="src"), at=at(3))
+    store.events.buffer(ev("e1", "k/1"), at=at(4))
+    assert store.events.match_waiter(ev("e1"), at=at(5)).run == "fits"
+    assert len(store.events.waiting()) == 4
+    assert ids(store.events.parked_waits()) == [("fits", "w"), ("parked", "w")]
+
+
+def test_sender_restricted_and_open_waits_merge_by_age(store):
+    """A from_source wait older than an open one wins, and the other way round."""
+    store.events.subscribe(sub("open", "w", "k/1"), at=at(2))
+    store.events.subscribe(sub("strict", "w", "k/1", from_source="src"), at=at(1))
+    store.events.buffer(ev("e1", "k/1"), at=at(3))
+    store.events.buffer(ev("e2", "k/1"), at=at(3))
+    assert store.events.match_waiter(ev("e1"), at=at(4)).run == "strict"
+    assert store.events.match_waiter(ev("e2"), at=at(4)).run == "open"
+
+
+def test_match_waiter_with_nobody_writes_nothing_and_keeps_the_event_live(store, raw):
+    """No qualifying wait: None, nothing written, still live."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    before = {k: raw.dump(k) for k in raw.keys("*")}
+    assert store.events.match_waiter(ev("e1"), at=at(1)) is None
+    assert {k: raw.dump(k) for k in raw.keys("*")} == before
+
+
+def test_the_winner_is_parked_but_stays_registered(store):
+    """After a match the wait is parked and listed; matching again returns None."""
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(0))
+    store.events.buffer(ev("e1", "k/1"), at=at(1))
+    won = store.events.match_waiter(ev("e1"), at=at(2))
+    assert won == sub("r", "w", "k/1")
+    assert store.events.match_waiter(ev("e1"), at=at(3)) is None
+    assert ids(store.events.waiting()) == [("r", "w")]
+    assert ids(store.events.parked_waits()) == [("r", "w")]
+    store.events.buffer(ev("e2", "k/1"), at=at(4))
+    assert store.events.match_waiter(ev("e2"), at=at(5)) is None
+
+
+def test_match_waiter_on_unknown_or_not_live_rows_is_none(store):
+    """No row, or a held, consumed or dead row, gives None."""
+    assert store.events.match_waiter(ev("nope", "k/1"), at=at(0)) is None
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.sweep_unclaimed(at(0))
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(1))
+    assert store.events.match_waiter(ev("e1"), at=at(2)) is None
+
+
+def test_the_returned_subscription_carries_all_keys_sorted(store):
+    """A Subscription reply holds the attributes and every key, sorted by bytes."""
+    store.events.subscribe(sub("r", "w", "z/1", "a/2", "a/1", step=7, case="c"), at=at(0))
+    store.events.buffer(ev("e1", "a/2"), at=at(1))
+    got = store.events.match_waiter(ev("e1"), at=at(2))
+    assert got == sub("r", "w", "a/1", "a/2", "z/1", step=7, case="c")
+
+
+# ------------------------------------------------------------ 3.5 deliver_to
+
+
+def test_deliver_to_matches_the_smallest_effect_whatever_its_age(store):
+    """The run's unparked qualifying wait with the smallest effect wins."""
+    store.events.subscribe(sub("r", "b", "k/1"), at=at(0))
+    store.events.subscribe(sub("r", "a", "k/1"), at=at(5))
+    store.events.subscribe(sub("r", "0", "k/1", kind="other"), at=at(0))
+    out = store.events.deliver_to("r", ev("e1", "k/1"), at=at(6))
+    assert out == Matched(sub("r", "a", "k/1"))
+    assert store.events.stats() == EventStats(live=0, claimed=1, consumed=0, dead=0, waits=3,
+                                              parked=1)
+    assert store.events.claim_for(sub("r", "a", "k/1"), at=at(7)).received_at == at(6)
+
+
+def test_deliver_to_without_a_free_wait_stores_nothing(store, raw):
+    """NotWaiting writes nothing; a later buffer of the pair answers True."""
+    store.events.park_wait(sub("r", "w", "k/1"), at=at(0))
+    before = {k: raw.dump(k) for k in raw.keys("*")}
+    assert store.events.deliver_to("r", ev("e1", "k/1"), at=at(1)) == NotWaiting()
+    assert store.events.deliver_to("other", ev("e1", "k/1"), at=at(1)) == NotWaiting()
+    assert {k: raw.dump(k) for k in raw.keys("*")} == before
+    assert store.events.buffer(ev("e1", "k/1"), at=at(2))
+
+
+def test_deliver_to_retry_answers_matched_and_others_duplicate(store):
+    """A retry while held is Matched again; consumed retries and strangers are Duplicate."""
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(0))
+    first = store.events.deliver_to("r", ev("e1", "k/1"), at=at(1))
+    assert store.events.deliver_to("r", ev("e1", "k/1"), at=at(2)) == first
+    assert store.events.deliver_to("x", ev("e1", "k/1"), at=at(2)) == Duplicate()
+    store.events.unsubscribe("r", "w")
+    store.events.subscribe(sub("r", "w2", "k/1"), at=at(3))
+    assert store.events.deliver_to("r", ev("e1", "k/1"), at=at(4)) == Duplicate()
+    store.events.buffer(ev("plain", "k/1"), at=at(5))
+    assert store.events.deliver_to("r", ev("plain", "k/1"), at=at(6)) == Duplicate()
+
+
+def test_a_second_message_while_the_only_wait_holds_a_claim_is_not_waiting(store):
+    """A run's only qualifying wait holding a claim answers NotWaiting to a new message."""
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(0))
+    store.events.deliver_to("r", ev("e1", "k/1"), at=at(1))
+    assert store.events.deliver_to("r", ev("e2", "k/1"), at=at(2)) == NotWaiting()
+
+
+def test_deliver_to_respects_from_source_and_keys(store):
+    """A wait qualifies only with a shared key and a matching from_source."""
+    store.events.subscribe(sub("r", "a", "k/1", from_source="other"), at=at(0))
+    store.events.subscribe(sub("r", "b", "k/2"), at=at(0))
+    assert store.events.deliver_to("r", ev("e1", "k/1"), at=at(1)) == NotWaiting()
+    assert store.events.deliver_to("r", ev("e1", "k/1", "k/2"), at=at(1)) == Matched(
+        sub("r", "b", "k/2"))
+
+
+def test_a_targeted_row_is_never_live_and_dies_with_its_run(store):
+    """Unanswered targeted claims are dead-lettered with the contract's reason, not released."""
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(0))
+    store.events.deliver_to("r", ev("e1", "k/1"), at=at(1))
+    assert store.events.sweep_unclaimed(at(100)) == 0
+    retired = store.events.unsubscribe_run("r", ["w"])
+    assert retired == Retired(1, ())
+    [dead] = store.events.dead_letters()
+    assert dead.reason == "the run it was addressed to concluded without consuming it"
+    assert dead.received_at == at(1)
+    assert dead.event.payload == {"id": "e1"}
+
+
+# ------------------------------------------------------------ 3.6 deliver, 3.7 wait
+
+
+def test_deliver_outcomes(store):
+    """New: Resumed or Buffered; live duplicate: re-offered; not live: Duplicate."""
+    assert store.events.deliver(ev("e1", "k/1"), at=at(0)) == Buffered()
+    assert store.events.deliver(ev("e1", "k/1"), at=at(1)) == Duplicate()
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(2))
+    assert store.events.deliver(ev("e1", "k/1"), at=at(3)) == Resumed(sub("r", "w", "k/1"))
+    assert store.events.deliver(ev("e1", "k/1"), at=at(4)) == Duplicate()
+    store.events.subscribe(sub("r2", "w", "k/1"), at=at(5))
+    assert store.events.deliver(ev("e2", "k/1"), at=at(6)) == Resumed(sub("r2", "w", "k/1"))
+
+
+def test_an_event_and_a_wait_arriving_in_either_order_meet(store):
+    """The ordering rule: whichever side searches second finds the other."""
+    assert store.events.wait(sub("r1", "w", "k/1"), at=at(0)) is None
+    assert store.events.deliver(ev("e1", "k/1"), at=at(1)) == Resumed(sub("r1", "w", "k/1"))
+    assert store.events.deliver(ev("e2", "k/2"), at=at(2)) == Buffered()
+    assert store.events.wait(sub("r2", "w", "k/2"), at=at(3)).event.id == "e2"
+
+
+def test_wait_registers_on_a_miss_and_recovers_on_retry(store):
+    """wait leaves the wait registered on None, and a retry returns the own claim."""
+    assert store.events.wait(sub("r", "w", "k/1"), at=at(0)) is None
+    assert ids(store.events.waiting()) == [("r", "w")]
+    store.events.buffer(ev("e1", "k/1"), at=at(1))
+    store.events.buffer(ev("e2", "k/1"), at=at(2))
+    first = store.events.wait(sub("r", "w", "k/1"), at=at(3))
+    assert first.event.id == "e1"
+    assert store.events.wait(sub("r", "w", "k/1"), at=at(4)) == first
+
+
+# ------------------------------------------------------------ 3.8 unsubscribe
+
+
+def test_unsubscribe_sheds_only_its_own_claim(store):
+    """The wait's claim becomes consumed (payload gone, dedup kept); siblings keep theirs."""
+    store.events.buffer(ev("e1", "k/1", by=Operator("ann", "ops")), at=at(0))
+    store.events.buffer(ev("e2", "k/2"), at=at(0))
+    store.events.wait(sub("r", "a", "k/1"), at=at(1))
+    store.events.wait(sub("r", "b", "k/2"), at=at(1))
+    store.events.unsubscribe("r", "a")
+    assert store.events.stats() == EventStats(live=0, claimed=1, consumed=1, dead=0, waits=1,
+                                              parked=1)
+    assert store.events.claim_for(sub("r", "b", "k/2"), at=at(2)).event.payload == {"id": "e2"}
+    assert not store.events.buffer(ev("e1", "k/1"), at=at(3))
+    assert store.events.minter("src", "e1") == Minter(Operator("ann", "ops"))
+
+
+def test_unsubscribe_is_idempotent_and_unknown_waits_are_a_no_op(store):
+    """Repeats and unknown waits change nothing."""
+    store.events.subscribe(sub("r", "w", "k/1", "k/2"), at=at(0))
+    store.events.unsubscribe("r", "w")
+    store.events.unsubscribe("r", "w")
+    store.events.unsubscribe("nobody", "w")
+    assert store.events.stats() == EventStats(0, 0, 0, 0, 0, 0)
+    assert store.events.waiting() == []
+
+
+# ------------------------------------------------------------ 3.9 park_wait
+
+
+def test_a_parked_wait_is_never_chosen_but_recovers_its_claim(store):
+    """park_wait registers and parks; deliver, match_waiter and deliver_to skip it."""
+    store.events.buffer(ev("e0", "k/1"), at=at(0))
+    store.events.claim_for(sub("r", "w", "k/1"), at=at(1))
+    store.events.park_wait(sub("r", "w", "k/1"), at=at(2))
+    assert ids(store.events.parked_waits()) == [("r", "w")]
+    assert store.events.deliver(ev("e1", "k/1"), at=at(3)) == Buffered()
+    assert store.events.deliver_to("r", ev("e2", "k/1"), at=at(3)) == NotWaiting()
+    assert store.events.claim_for(sub("r", "w", "k/1"), at=at(4)).event.id == "e0"
+
+
+def test_a_parked_wait_without_a_claim_cannot_claim_live_events(store):
+    """A parked wait with no claim gets None from claim_for."""
+    store.events.park_wait(sub("r", "w", "k/1"), at=at(0))
+    store.events.buffer(ev("e1", "k/1"), at=at(1))
+    assert store.events.claim_for(sub("r", "w", "k/1"), at=at(2)) is None
+
+
+# ------------------------------------------------------------ 3.10 unsubscribe_run
+
+
+def test_unsubscribe_run_releases_unanswered_and_sheds_answered(store):
+    """Unanswered claims go live again at their original instant, in order; others shed."""
+    for n, key in enumerate(("k/1", "k/2", "k/3")):
+        store.events.buffer(ev(f"e{n}", key), at=at(10 - n))
+    store.events.subscribe(sub("r", "two-keys", "k/1", "x/9"), at=at(20))
+    store.events.wait(sub("r", "two-keys", "k/1"), at=at(21))
+    store.events.wait(sub("r", "b", "k/2"), at=at(21))
+    store.events.wait(sub("r", "c", "k/3"), at=at(21))
+    store.events.claim_for(sub("r", "bare", "zz/0"), at=at(21))
+    retired = store.events.unsubscribe_run("r", ["two-keys", "b", "b", "unknown"])
+    assert retired.waits == 3
+    assert [e.id for e in retired.released] == ["e1", "e0"]
+    assert retired.released[0].payload == {"id": "e1"}
+    assert store.events.stats() == EventStats(live=2, claimed=0, consumed=1, dead=0, waits=0,
+                                              parked=0)
+    got = store.events.wait(sub("s", "w", "k/1"), at=at(30))
+    assert got.received_at == at(10)
+    assert store.events.unsubscribe_run("r", ["two-keys"]) == Retired(0, ())
+
+
+def test_released_events_are_offered_with_match_waiter(store):
+    """The caller re-offers released events; buffer would say duplicate."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.wait(sub("r", "w", "k/1"), at=at(1))
+    released = store.events.unsubscribe_run("r", ["w"]).released
+    store.events.subscribe(sub("next", "w", "k/1"), at=at(2))
+    assert not store.events.buffer(released[0], at=at(3))
+    assert store.events.match_waiter(released[0], at=at(3)).run == "next"
+
+
+# ------------------------------------------------------------ 3.11 parked_waits
+
+
+def test_parked_waits_lists_in_run_effect_order_within_the_limit(store):
+    """Registered parked waits, (run, effect) ascending; bare marks skipped."""
+    for run, effect in (("b", "1"), ("a", "2"), ("a", "1"), ("c", "0")):
+        store.events.park_wait(sub(run, effect, "k/1"), at=at(0))
+    store.events.buffer(ev("e", "k/5"), at=at(0))
+    store.events.claim_for(sub("a0", "bare", "k/5"), at=at(1))
+    assert ids(store.events.parked_waits()) == [("a", "1"), ("a", "2"), ("b", "1"), ("c", "0")]
+    assert ids(store.events.parked_waits(2)) == [("a", "1"), ("a", "2")]
+    assert store.events.parked_waits(0) == []
+    assert store.events.stats().parked == 5
+
+
+def test_parked_waits_retires_sealed_runs_past_a_full_page(store):
+    """A sealed run's parked waits are retired and all its claims shed, even past the page."""
+    store.events.park_wait(sub("a", "w", "k/1"), at=at(0))
+    store.events.buffer(ev("e1", "k/2"), at=at(0))
+    store.events.buffer(ev("e2", "k/3"), at=at(0))
+    store.events.wait(sub("z", "held", "k/2"), at=at(1))
+    store.events.claim_for(sub("z", "bare", "k/3"), at=at(1))
+    store.events.subscribe(sub("z", "idle", "k/9"), at=at(1))
+    store.runs.seal("z")
+    assert ids(store.events.parked_waits(1)) == [("a", "w")]
+    assert store.events.stats() == EventStats(live=0, claimed=0, consumed=2, dead=0, waits=2,
+                                              parked=1)
+    assert ids(store.events.waiting()) == [("a", "w"), ("z", "idle")]
+
+
+def test_parked_waits_pages_through_many_marks(store):
+    """More parked waits than one step lists are all returned, in order."""
+    effects = [f"{n:04d}" for n in range(300)]
+    for e in effects:
+        store.events.park_wait(sub("r", e, "k/1"), at=at(0))
+    assert [s.effect for s in store.events.parked_waits(1000)] == effects
+    assert len(store.events.parked_waits(299)) == 299
+
+
+# ------------------------------------------------------------ 3.12 minter
+
+
+def test_minter_survives_every_transition(store):
+    """None without a row; Minter(None) for wire events; the operator otherwise."""
+    assert store.events.minter("src", "e1") is None
+    store.events.buffer(ev("wire", "k/1"), at=at(0))
+    assert store.events.minter("src", "wire") == Minter(None)
+    op = Operator("ann", "on call")
+    store.events.buffer(ev("e1", "k/1", by=op), at=at(1))
+    store.events.wait(sub("r", "w", "k/1"), at=at(2))
+    store.events.wait(sub("r", "v", "k/1"), at=at(2))
+    assert store.events.minter("src", "e1") == Minter(op)
+    store.events.unsubscribe_run("r", ["v"])
+    assert store.events.minter("src", "e1") == Minter(op)
+    store.events.erase_payload("src", "e1")
+    assert store.events.minter("src", "e1") == Minter(op)
+
+
+# ------------------------------------------------------------ 3.13 erase_payload
+
+
+def test_erasing_a_live_event_dead_letters_it(store):
+    """A live row becomes a dead letter "erased", null payload, and the sweep skips it."""
+    assert store.events.erase_payload("src", "nothing") is False
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert store.events.erase_payload("src", "e1") is True
+    [dead] = store.events.dead_letters()
+    assert (dead.event.payload, dead.reason, dead.received_at) == (None, "erased", at(0))
+    assert store.events.sweep_unclaimed(at(10)) == 0
+    assert store.events.erase_payload("src", "e1") is True
+    assert not store.events.buffer(ev("e1", "k/1"), at=at(1))
+
+
+def test_erasing_a_held_event_unparks_the_holder_and_key_sharing_siblings(store):
+    """The holder and parked siblings sharing a key (without claims) become matchable again."""
+    store.events.subscribe(sub("r", "holder", "k/1"), at=at(0))
+    store.events.park_wait(sub("r", "sibling", "k/1"), at=at(1))
+    store.events.park_wait(sub("r", "unrelated", "k/9"), at=at(1))
+    store.events.buffer(ev("mine", "k/1"), at=at(0))
+    store.events.buffer(ev("e1", "k/1"), at=at(2))
+    store.events.wait(sub("r", "claimer", "k/1"), at=at(3))  # takes "mine"
+    store.events.match_waiter(ev("e1"), at=at(4))  # holder takes e1
+    assert store.events.erase_payload("src", "e1")
+    assert ids(store.events.parked_waits()) == [("r", "claimer"), ("r", "unrelated")]
+    [dead] = store.events.dead_letters()
+    assert (dead.event.id, dead.reason, dead.event.payload) == ("e1", "erased", None)
+    # Unparked waits are matchable again at their original registration times.
+    assert store.events.deliver(ev("e2", "k/1"), at=at(5)).subscription.effect == "holder"
+    assert store.events.deliver(ev("e3", "k/1"), at=at(5)).subscription.effect == "sibling"
+
+
+def test_erasing_consumed_and_dead_rows_changes_only_the_payload(store):
+    """A consumed row keeps its state; a dead row keeps its reason and listing."""
+    store.events.buffer(ev("c", "k/1"), at=at(0))
+    store.events.wait(sub("r", "w", "k/1"), at=at(1))
+    store.events.unsubscribe("r", "w")
+    store.events.buffer(ev("d", "k/2"), at=at(0))
+    store.events.sweep_unclaimed(at(0), "too late")
+    assert store.events.erase_payload("src", "c")
+    assert store.events.erase_payload("src", "d")
+    assert store.events.stats() == EventStats(live=0, claimed=0, consumed=1, dead=1, waits=0,
+                                              parked=0)
+    [dead] = store.events.dead_letters()
+    assert (dead.event.id, dead.reason, dead.event.payload) == ("d", "too late", None)
+
+
+def test_an_erased_payload_is_never_handed_to_a_waiter(store):
+    """After erasure no wait gets the event."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.erase_payload("src", "e1")
+    assert store.events.wait(sub("r", "w", "k/1"), at=at(1)) is None
+    assert store.events.deliver(ev("e1", "k/1"), at=at(2)) == Duplicate()
+
+
+# ------------------------------------------------------------ 3.14 sweep, 3.15 dead letters
+
+
+def test_sweep_is_inclusive_and_touches_only_live_rows(store):
+    """received_at <= older_than is retired with the reason verbatim; held rows are not."""
+    store.events.buffer(ev("at-cutoff", "k/1"), at=at(10))
+    store.events.buffer(ev("after", "k/1"), at=at(11))
+    store.events.buffer(ev("held", "k/2"), at=at(0))
+    store.events.wait(sub("r", "w", "k/2"), at=at(1))
+    assert store.events.sweep_unclaimed(at(10), "grace 10ms") == 1
+    assert store.events.sweep_unclaimed(at(10), "grace 10ms") == 0
+    [dead] = store.events.dead_letters()
+    assert (dead.event.id, dead.reason, dead.received_at) == ("at-cutoff", "grace 10ms", at(10))
+    assert dead.event.correlation == ev("x", "k/1").correlation
+
+
+def test_an_empty_reason_reads_unclaimed(store):
+    """An empty stored reason is listed as "unclaimed"."""
+    store.events.buffer(ev("e1"), at=at(0))
+    store.events.sweep_unclaimed(at(0), "")
+    assert store.events.dead_letters()[0].reason == "unclaimed"
+
+
+def test_sweep_returns_the_total_across_steps(store):
+    """A backlog larger than one step is swept completely, oldest first."""
+    n = SWEEP_BATCH * 2 + 7
+    for i in range(n):
+        store.events.buffer(ev(f"e{i:05d}", "k/1"), at=at(i))
+    assert store.events.sweep_unclaimed(at(n)) == n
+    assert store.events.stats().dead == n
+
+
+def test_dead_letters_are_newest_first_with_byte_tie_breaks(store):
+    """Order (received_at, source, id) descending, at most limit."""
+    store.events.buffer(ev("a", source="s"), at=at(5))
+    store.events.buffer(ev("b", source="s"), at=at(5))
+    store.events.buffer(ev("z", source="r"), at=at(5))
+    store.events.buffer(ev("old", source="s"), at=at(1))
+    store.events.sweep_unclaimed(at(5))
+    assert ids(store.events.dead_letters()) == ["b", "a", "z", "old"]
+    assert ids(store.events.dead_letters(2)) == ["b", "a"]
+    assert store.events.dead_letters(0) == []
+
+
+# ------------------------------------------------------------ 3.16 waiting
+
+
+def test_waiting_lists_key_rows_in_registration_order(store):
+    """(created_at, run, effect, namespace, value); parked and sealed included; bare never."""
+    store.events.subscribe(sub("b", "w", "k/2", "k/1"), at=at(1))
+    store.events.subscribe(sub("a", "w", "k/3"), at=at(1))
+    store.events.subscribe(sub("c", "w", "k/0"), at=at(0))
+    store.events.park_wait(sub("d", "w", "k/4"), at=at(2))
+    store.runs.seal("c")
+    store.events.buffer(ev("e", "z/1"), at=at(0))
+    store.events.claim_for(sub("bare", "w", "z/1"), at=at(3))
+    got = [(s.run, s.correlation[0].value) for s in store.events.waiting()]
+    assert got == [("c", "0"), ("a", "3"), ("b", "1"), ("b", "2"), ("d", "4")]
+    assert len(store.events.waiting(2)) == 2
+    assert store.events.waiting(0) == []
+
+
+# ------------------------------------------------------------ 3.17 purge, 8 retention
+
+
+def test_purge_removes_dead_and_consumed_rows_oldest_first(store):
+    """Only dead and consumed rows at or before the cutoff, up to limit, oldest first."""
+    store.events.buffer(ev("dead-old", "k/1"), at=at(0))
+    store.events.sweep_unclaimed(at(0))
+    store.events.buffer(ev("consumed", "k/2"), at=at(1))
+    store.events.wait(sub("r", "w", "k/2"), at=at(2))
+    store.events.unsubscribe("r", "w")
+    store.events.buffer(ev("dead-late", "k/3"), at=at(50))
+    store.events.sweep_unclaimed(at(50))
+    store.events.buffer(ev("live", "k/4"), at=at(0))
+    store.events.buffer(ev("held", "k/5"), at=at(0))
+    store.events.wait(sub("r", "h", "k/5"), at=at(1))
+    assert store.events.purge(at(10), limit=1) == 1
+    assert store.events.minter("src", "dead-old") is None
+    assert store.events.minter("src", "consumed") is not None
+    assert store.events.purge(at(10)) == 1
+    assert store.events.purge(at(10)) == 0
+    assert store.events.purge(at(100), limit=0) == 0
+    assert store.events.stats() == EventStats(live=1, claimed=1, consumed=0, dead=1, waits=1,
+                                              parked=1)
+
+
+def test_after_a_purge_the_pair_is_new_again(store):
+    """The dedup horizon equals the retention horizon, erased rows included."""
+    store.events.buffer(ev("e1", "k/1", payload={"v": 1}), at=at(0))
+    store.events.erase_payload("src", "e1")
+    assert store.events.purge(at(0)) == 1
+    assert store.events.minter("src", "e1") is None
+    assert store.events.buffer(ev("e1", "k/1", payload={"v": 2}), at=at(1))
+    assert store.events.claim_for(sub("r", "w", "k/1"), at=at(2)).event.payload == {"v": 2}
+
+
+def test_purge_walks_more_than_one_step(store):
+    """A purge larger than one step removes everything asked for."""
+    for i in range(300):
+        store.events.buffer(ev(f"e{i:04d}"), at=at(i))
+    store.events.sweep_unclaimed(at(1000))
+    assert store.events.purge(at(1000), limit=290) == 290
+    assert ids(store.events.dead_letters()) == ["e0299", "e0298", "e0297", "e0296", "e0295",
+                                                "e0294", "e0293", "e0292", "e0291", "e0290"]
+
+
+# ------------------------------------------------------------ 6 tenancy
+
+
+def test_tenants_are_independent(make):
+    """The same pair, waits and seals in two tenants never meet."""
+    a, b = make("tenant-a"), make("tenant-b")
+    assert a.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert b.events.buffer(ev("e1", "k/1"), at=at(0))
+    a.events.erase_payload("src", "e1")
+    assert b.events.claim_for(sub("r", "w", "k/1"), at=at(1)).event.payload == {"id": "e1"}
+    b.events.subscribe(sub("r2", "w", "k/2"), at=at(2))
+    assert a.events.deliver(ev("e2", "k/2"), at=at(3)) == Buffered()
+    a.events.subscribe(sub("r2", "w", "k/2"), at=at(2))
+    assert ids(a.events.waiting()) == [("r2", "w")]
+    assert ids(b.events.waiting()) == [("r2", "w")]
+    a.runs.seal("r2")
+    assert not b.runs.is_sealed("r2")
+    assert b.events.deliver(ev("e3", "k/2"), at=at(4)).subscription.run == "r2"
+    assert a.events.stats() == EventStats(live=1, claimed=0, consumed=0, dead=1, waits=1,
+                                          parked=0)
+    assert a.events.dead_letters()[0].event.id == "e1"
+    assert b.events.dead_letters() == []
+    assert a.events.purge(at(100)) == 1
+    assert b.events.minter("src", "e1") == Minter(None)
+
+
+def test_tenant_names_are_trimmed(make):
+    """" acme " and "acme" are one tenant."""
+    make(" acme ").events.buffer(ev("e1"), at=at(0))
+    assert make("acme").tenant == "acme"
+    assert not make("acme").events.buffer(ev("e1"), at=at(0))
+
+
+# ------------------------------------------------------------ 2.2 clocks
+
+
+def test_the_server_clock_stamps_when_at_is_left_out(store, raw):
+    """clock="server": received_at comes from Redis TIME, within the test's window."""
+    seconds, micros = raw.time()
+    server_now = at(0).fromtimestamp(seconds + micros / 1e6, tz=at(0).tzinfo)
+    store.events.buffer(ev("e1", "k/1"))
+    got = store.events.claim_for(sub("r", "w", "k/1"))
+    assert abs(got.received_at - server_now) < timedelta(seconds=30)
+    assert got.received_at.microsecond % 1000 == 0
+
+
+def test_the_client_clock_and_an_explicit_instant(make):
+    """clock="client" reads the local clock; an explicit at always wins."""
+    from datetime import datetime, timezone
+
+    store = make("acme", clock="client")
+    before = datetime.now(timezone.utc) - timedelta(milliseconds=1)
+    store.events.buffer(ev("e1", "k/1"))
+    store.events.buffer(ev("e2", "k/2"), at=at(7))
+    got = store.events.claim_for(sub("r", "w", "k/1"))
+    assert before <= got.received_at <= datetime.now(timezone.utc)
+    assert store.events.claim_for(sub("r", "v", "k/2")).received_at == at(7)
+
+
+def test_instants_keep_milliseconds_and_negative_times_order(store):
+    """Sub-millisecond digits are dropped; instants before 1970 sort before later ones."""
+    from datetime import datetime, timezone
+
+    early = datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc)
+    ancient = datetime(1, 1, 1, tzinfo=timezone.utc)
+    store.events.buffer(ev("late", "k/1"), at=at(0))
+    store.events.buffer(ev("early", "k/1"), at=early)
+    store.events.buffer(ev("ancient", "k/1"), at=ancient)
+    got = [store.events.wait(sub("r", f"w{n}", "k/1")) for n in range(3)]
+    assert [g.event.id for g in got] == ["ancient", "early", "late"]
+    assert got[1].received_at == early.replace(microsecond=999_000)
+    assert got[0].received_at == ancient
