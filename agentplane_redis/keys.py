@@ -132,7 +132,7 @@ def instant_member(ms: int) -> bytes:
     return b"%016d" % (ms + INSTANT_OFFSET)
 
 
-def event_id(source: str, id: str) -> bytes:  # noqa: A002 - the contract's name
+def event_id(source: str, id: str) -> bytes:
     """The field under which an event row is stored: ``(source, id)`` injectively."""
     return tuple_member((source, id))
 

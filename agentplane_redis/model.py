@@ -10,12 +10,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TypeAlias, Union
+from typing import TypeAlias
 
 #: A JSON value as the store accepts it: read back with ``json.loads``.
-JSON: TypeAlias = Union[
-    None, bool, int, float, str, list["JSON"], tuple["JSON", ...], dict[str, "JSON"]
-]
+JSON: TypeAlias = (
+    bool | int | float | str | list["JSON"] | tuple["JSON", ...] | dict[str, "JSON"] | None
+)
 
 
 class Phase(str, enum.Enum):
@@ -172,5 +172,5 @@ class EventStats:
     parked: int
 
 
-DeliverOutcome: TypeAlias = Union[Resumed, Buffered, Duplicate]
-TargetedOutcome: TypeAlias = Union[Matched, Duplicate, NotWaiting]
+DeliverOutcome: TypeAlias = Resumed | Buffered | Duplicate
+TargetedOutcome: TypeAlias = Matched | Duplicate | NotWaiting

@@ -17,10 +17,10 @@ from typing import Any, Literal, TypeAlias, TypeVar
 from . import codec
 from .codec import text
 from .errors import InvalidInput
-from .keys import TenantKeys
+from .keys import TenantKeys, validate_tenant
 from .model import (
-    BufferedEvent,
     Buffered,
+    BufferedEvent,
     Closed,
     DeadLetter,
     DeliverOutcome,
@@ -65,8 +65,9 @@ class Context:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
 
     def call(self, script: str, args: Sequence[Arg], *, writes: bool = True) -> Call:
-        return Call(script, tuple(self.keys.for_roles(catalogue()[script].roles)), tuple(args),
-                    writes)
+        return Call(
+            script, tuple(self.keys.for_roles(catalogue()[script].roles)), tuple(args), writes
+        )
 
     def at(self, name: str, value: datetime | None) -> str:
         """The instant argument of a script: the caller's, the local clock, or ""
@@ -95,17 +96,21 @@ def make_context(
     max_payload_bytes: object = DEFAULT_MAX_PAYLOAD,
 ) -> Context:
     """A validated context for a store's constructor options."""
-    from .keys import validate_tenant
-
     name = validate_tenant(tenant)
     if clock not in ("server", "client"):
         raise InvalidInput('clock must be "server" or "client"')
-    lease = DEFAULT_TIMER_LEASE_MS if timer_lease is None else codec.duration_ms(
-        "timer_lease", timer_lease)
-    if (isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int)
-            or not 1 <= max_payload_bytes <= codec.MAX_PAYLOAD_LIMIT):
+    lease = (
+        DEFAULT_TIMER_LEASE_MS
+        if timer_lease is None
+        else codec.duration_ms("timer_lease", timer_lease)
+    )
+    if (
+        isinstance(max_payload_bytes, bool)
+        or not isinstance(max_payload_bytes, int)
+        or not 1 <= max_payload_bytes <= codec.MAX_PAYLOAD_LIMIT
+    ):
         raise InvalidInput(f"max_payload_bytes must be an int from 1 to {codec.MAX_PAYLOAD_LIMIT}")
-    return Context(TenantKeys(name), clock, lease, max_payload_bytes)  # type: ignore[arg-type]
+    return Context(TenantKeys(name), clock, lease, max_payload_bytes)
 
 
 def _buffered(reply: Sequence[Any], first: int) -> BufferedEvent:
@@ -138,9 +143,9 @@ def claim_for(
     return _buffered(reply, 2) if codec.check_status(reply) == "HIT" else None
 
 
-def wait(ctx: Context, sub: Subscription, *, at: datetime | None = None) -> Plan[
-    BufferedEvent | None
-]:
+def wait(
+    ctx: Context, sub: Subscription, *, at: datetime | None = None
+) -> Plan[BufferedEvent | None]:
     """subscribe, then claim_for, in one step with one instant."""
     args = codec.subscription_args(sub)
     reply = yield ctx.call("wait", [ctx.at("at", at), *args])
@@ -158,9 +163,9 @@ def match_waiter(
     return None
 
 
-def deliver(ctx: Context, event: InboundEvent, *, at: datetime | None = None) -> Plan[
-    DeliverOutcome
-]:
+def deliver(
+    ctx: Context, event: InboundEvent, *, at: datetime | None = None
+) -> Plan[DeliverOutcome]:
     """buffer, then match_waiter, in one step."""
     args = codec.event_args(event, ctx.max_payload_bytes)
     reply = yield ctx.call("deliver", [ctx.at("at", at), *args])
@@ -227,13 +232,13 @@ def parked_waits(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
     return out
 
 
-def erase_payload(ctx: Context, source: str, id: str) -> Plan[bool]:  # noqa: A002
+def erase_payload(ctx: Context, source: str, id: str) -> Plan[bool]:
     """Remove the payload for good, keeping the identity; whether a row existed."""
     args = [codec.ident("source", source), codec.ident("id", id)]
     return codec.check_status((yield ctx.call("erase_payload", args))) == "ERASED"
 
 
-def minter(ctx: Context, source: str, id: str) -> Plan[Minter | None]:  # noqa: A002
+def minter(ctx: Context, source: str, id: str) -> Plan[Minter | None]:
     """Who minted the stored event; None when no such row exists."""
     args = [codec.ident("source", source), codec.ident("id", id)]
     reply = yield ctx.call("minter", args, writes=False)

@@ -19,11 +19,12 @@ from .store import RedisStore
 
 def _fakeredis() -> Any:
     try:
-        import fakeredis
-        import lupa  # noqa: F401  (fakeredis runs scripts through lupa)
+        import fakeredis  # noqa: PLC0415 - optional extra, needed only here
+        import lupa  # noqa: F401, PLC0415 - fakeredis runs scripts through lupa
     except ImportError:
         raise ImportError(
-            "agentplane_redis.testing needs fakeredis and lupa: pip install 'agentplane-redis[fake]'"
+            "agentplane_redis.testing needs fakeredis and lupa:"
+            " pip install 'agentplane-redis[fake]'"
         ) from None
     return fakeredis
 

@@ -30,10 +30,16 @@ KINDS = {"redis7": "redis", "valkey8": "valkey"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--require-servers", action="store_true",
-                     help="fail, instead of skipping, when a server binary is missing")
-    parser.addoption("--backends", default=",".join(BACKENDS),
-                     help="comma-separated subset of " + ",".join(BACKENDS))
+    parser.addoption(
+        "--require-servers",
+        action="store_true",
+        help="fail, instead of skipping, when a server binary is missing",
+    )
+    parser.addoption(
+        "--backends",
+        default=",".join(BACKENDS),
+        help="comma-separated subset of " + ",".join(BACKENDS),
+    )
     parser.addoption("--soak", action="store_true", help="run the long soak tests too")
 
 
@@ -87,11 +93,13 @@ class Blocking:
         if name in ("events", "timers", "runs"):
             return Blocking(attr, self._loop)
         if callable(attr):
+
             def call(*args: Any, **kwargs: Any) -> Any:
                 result = attr(*args, **kwargs)
                 if inspect.isawaitable(result):
                     return self._loop.run_until_complete(result)
                 return result
+
             return call
         return attr
 
@@ -140,7 +148,9 @@ def _params(config: pytest.Config) -> list[Any]:
     chosen = config.getoption("--backends").split(",")
     return [
         pytest.param((b, f), id=f"{b}-{f}", marks=[] if b == "fake" else [pytest.mark.real])
-        for b in BACKENDS if b in chosen for f in FLAVOURS
+        for b in BACKENDS
+        if b in chosen
+        for f in FLAVOURS
     ]
 
 

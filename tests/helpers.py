@@ -25,15 +25,16 @@ def keys(*specs: str) -> tuple[CorrelationKey, ...]:
 
 
 def ev(
-    id: str,  # noqa: A002
+    id: str,
     *key_specs: str,
     source: str = "src",
     kind: str = "paid",
     payload: Any = None,
     by: Operator | None = None,
 ) -> InboundEvent:
-    return InboundEvent(source, id, kind, payload if payload is not None else {"id": id},
-                        keys(*key_specs), by)
+    return InboundEvent(
+        source, id, kind, payload if payload is not None else {"id": id}, keys(*key_specs), by
+    )
 
 
 def sub(run: str, effect: str, *key_specs: str, kind: str = "paid", **kw: Any) -> Subscription:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
+
+from helpers import at, ev, ids, sub
 
 from agentplane_redis import (
     Buffered,
@@ -18,7 +20,6 @@ from agentplane_redis import (
     Retired,
 )
 from agentplane_redis.ops import SWEEP_BATCH
-from helpers import at, ev, ids, sub
 
 # ------------------------------------------------------------ 3.1 buffer
 
@@ -80,8 +81,9 @@ def test_buffer_does_not_look_for_a_waiter(store):
     """buffer leaves a matching wait waiting and the event live."""
     store.events.subscribe(sub("r", "w", "order/A-1"), at=at(0))
     store.events.buffer(ev("e1", "order/A-1"), at=at(1))
-    assert store.events.stats() == EventStats(live=1, claimed=0, consumed=0, dead=0, waits=1,
-                                              parked=0)
+    assert store.events.stats() == EventStats(
+        live=1, claimed=0, consumed=0, dead=0, waits=1, parked=0
+    )
 
 
 # ------------------------------------------------------------ 3.2 subscribe
@@ -89,12 +91,14 @@ def test_buffer_does_not_look_for_a_waiter(store):
 
 def test_subscribe_keeps_the_first_attributes_and_adds_missing_keys(store):
     """A later subscribe adds keys the wait lacks but never changes its attributes."""
-    store.events.subscribe(sub("r", "w", "k/1", step=3, phase=Phase.COMPENSATING, case="c"),
-                           at=at(0))
+    store.events.subscribe(
+        sub("r", "w", "k/1", step=3, phase=Phase.COMPENSATING, case="c"), at=at(0)
+    )
     store.events.subscribe(sub("r", "w", "k/2", kind="other", step=9, from_source="x"), at=at(5))
     waiting = store.events.waiting()
-    assert [(s.correlation[0].value, s.kind, s.step, s.phase, s.case, s.from_source)
-            for s in waiting] == [
+    assert [
+        (s.correlation[0].value, s.kind, s.step, s.phase, s.case, s.from_source) for s in waiting
+    ] == [
         ("1", "paid", 3, Phase.COMPENSATING, "c", None),
         ("2", "paid", 3, Phase.COMPENSATING, "c", None),
     ]
@@ -160,8 +164,9 @@ def test_claim_for_recovers_its_own_claim_with_the_payload(store):
     again = store.events.claim_for(sub("r", "w", "k/1"), at=at(3))
     assert first == again
     assert again.event.payload == {"x": [1, 2]}
-    assert store.events.stats() == EventStats(live=1, claimed=1, consumed=0, dead=0, waits=0,
-                                              parked=1)
+    assert store.events.stats() == EventStats(
+        live=1, claimed=1, consumed=0, dead=0, waits=0, parked=1
+    )
 
 
 def test_claim_for_parks_even_an_unregistered_wait_with_a_bare_mark(store):
@@ -309,8 +314,9 @@ def test_deliver_to_matches_the_smallest_effect_whatever_its_age(store):
     store.events.subscribe(sub("r", "0", "k/1", kind="other"), at=at(0))
     out = store.events.deliver_to("r", ev("e1", "k/1"), at=at(6))
     assert out == Matched(sub("r", "a", "k/1"))
-    assert store.events.stats() == EventStats(live=0, claimed=1, consumed=0, dead=0, waits=3,
-                                              parked=1)
+    assert store.events.stats() == EventStats(
+        live=0, claimed=1, consumed=0, dead=0, waits=3, parked=1
+    )
     assert store.events.claim_for(sub("r", "a", "k/1"), at=at(7)).received_at == at(6)
 
 
@@ -350,7 +356,8 @@ def test_deliver_to_respects_from_source_and_keys(store):
     store.events.subscribe(sub("r", "b", "k/2"), at=at(0))
     assert store.events.deliver_to("r", ev("e1", "k/1"), at=at(1)) == NotWaiting()
     assert store.events.deliver_to("r", ev("e1", "k/1", "k/2"), at=at(1)) == Matched(
-        sub("r", "b", "k/2"))
+        sub("r", "b", "k/2")
+    )
 
 
 def test_a_targeted_row_is_never_live_and_dies_with_its_run(store):
@@ -409,8 +416,9 @@ def test_unsubscribe_sheds_only_its_own_claim(store):
     store.events.wait(sub("r", "a", "k/1"), at=at(1))
     store.events.wait(sub("r", "b", "k/2"), at=at(1))
     store.events.unsubscribe("r", "a")
-    assert store.events.stats() == EventStats(live=0, claimed=1, consumed=1, dead=0, waits=1,
-                                              parked=1)
+    assert store.events.stats() == EventStats(
+        live=0, claimed=1, consumed=1, dead=0, waits=1, parked=1
+    )
     assert store.events.claim_for(sub("r", "b", "k/2"), at=at(2)).event.payload == {"id": "e2"}
     assert not store.events.buffer(ev("e1", "k/1"), at=at(3))
     assert store.events.minter("src", "e1") == Minter(Operator("ann", "ops"))
@@ -463,8 +471,9 @@ def test_unsubscribe_run_releases_unanswered_and_sheds_answered(store):
     assert retired.waits == 3
     assert [e.id for e in retired.released] == ["e1", "e0"]
     assert retired.released[0].payload == {"id": "e1"}
-    assert store.events.stats() == EventStats(live=2, claimed=0, consumed=1, dead=0, waits=0,
-                                              parked=0)
+    assert store.events.stats() == EventStats(
+        live=2, claimed=0, consumed=1, dead=0, waits=0, parked=0
+    )
     got = store.events.wait(sub("s", "w", "k/1"), at=at(30))
     assert got.received_at == at(10)
     assert store.events.unsubscribe_run("r", ["two-keys"]) == Retired(0, ())
@@ -505,8 +514,9 @@ def test_parked_waits_retires_sealed_runs_past_a_full_page(store):
     store.events.subscribe(sub("z", "idle", "k/9"), at=at(1))
     store.runs.seal("z")
     assert ids(store.events.parked_waits(1)) == [("a", "w")]
-    assert store.events.stats() == EventStats(live=0, claimed=0, consumed=2, dead=0, waits=2,
-                                              parked=1)
+    assert store.events.stats() == EventStats(
+        live=0, claimed=0, consumed=2, dead=0, waits=2, parked=1
+    )
     assert ids(store.events.waiting()) == [("a", "w"), ("z", "idle")]
 
 
@@ -580,8 +590,9 @@ def test_erasing_consumed_and_dead_rows_changes_only_the_payload(store):
     store.events.sweep_unclaimed(at(0), "too late")
     assert store.events.erase_payload("src", "c")
     assert store.events.erase_payload("src", "d")
-    assert store.events.stats() == EventStats(live=0, claimed=0, consumed=1, dead=1, waits=0,
-                                              parked=0)
+    assert store.events.stats() == EventStats(
+        live=0, claimed=0, consumed=1, dead=1, waits=0, parked=0
+    )
     [dead] = store.events.dead_letters()
     assert (dead.event.id, dead.reason, dead.event.payload) == ("d", "too late", None)
 
@@ -677,8 +688,9 @@ def test_purge_removes_dead_and_consumed_rows_oldest_first(store):
     assert store.events.purge(at(10)) == 1
     assert store.events.purge(at(10)) == 0
     assert store.events.purge(at(100), limit=0) == 0
-    assert store.events.stats() == EventStats(live=1, claimed=1, consumed=0, dead=1, waits=1,
-                                              parked=1)
+    assert store.events.stats() == EventStats(
+        live=1, claimed=1, consumed=0, dead=1, waits=1, parked=1
+    )
 
 
 def test_after_a_purge_the_pair_is_new_again(store):
@@ -697,8 +709,18 @@ def test_purge_walks_more_than_one_step(store):
         store.events.buffer(ev(f"e{i:04d}"), at=at(i))
     store.events.sweep_unclaimed(at(1000))
     assert store.events.purge(at(1000), limit=290) == 290
-    assert ids(store.events.dead_letters()) == ["e0299", "e0298", "e0297", "e0296", "e0295",
-                                                "e0294", "e0293", "e0292", "e0291", "e0290"]
+    assert ids(store.events.dead_letters()) == [
+        "e0299",
+        "e0298",
+        "e0297",
+        "e0296",
+        "e0295",
+        "e0294",
+        "e0293",
+        "e0292",
+        "e0291",
+        "e0290",
+    ]
 
 
 # ------------------------------------------------------------ 6 tenancy
@@ -719,8 +741,7 @@ def test_tenants_are_independent(make):
     a.runs.seal("r2")
     assert not b.runs.is_sealed("r2")
     assert b.events.deliver(ev("e3", "k/2"), at=at(4)).subscription.run == "r2"
-    assert a.events.stats() == EventStats(live=1, claimed=0, consumed=0, dead=1, waits=1,
-                                          parked=0)
+    assert a.events.stats() == EventStats(live=1, claimed=0, consumed=0, dead=1, waits=1, parked=0)
     assert a.events.dead_letters()[0].event.id == "e1"
     assert b.events.dead_letters() == []
     assert a.events.purge(at(100)) == 1
@@ -728,7 +749,7 @@ def test_tenants_are_independent(make):
 
 
 def test_tenant_names_are_trimmed(make):
-    """" acme " and "acme" are one tenant."""
+    """ " acme " and "acme" are one tenant."""
     make(" acme ").events.buffer(ev("e1"), at=at(0))
     assert make("acme").tenant == "acme"
     assert not make("acme").events.buffer(ev("e1"), at=at(0))
@@ -749,8 +770,6 @@ def test_the_server_clock_stamps_when_at_is_left_out(store, raw):
 
 def test_the_client_clock_and_an_explicit_instant(make):
     """clock="client" reads the local clock; an explicit at always wins."""
-    from datetime import datetime, timezone
-
     store = make("acme", clock="client")
     before = datetime.now(timezone.utc) - timedelta(milliseconds=1)
     store.events.buffer(ev("e1", "k/1"))
@@ -762,8 +781,6 @@ def test_the_client_clock_and_an_explicit_instant(make):
 
 def test_instants_keep_milliseconds_and_negative_times_order(store):
     """Sub-millisecond digits are dropped; instants before 1970 sort before later ones."""
-    from datetime import datetime, timezone
-
     early = datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc)
     ancient = datetime(1, 1, 1, tzinfo=timezone.utc)
     store.events.buffer(ev("late", "k/1"), at=at(0))
