@@ -1,0 +1,113 @@
+"""Damaged rows (contract 9.2): CorruptRow, never a default, and nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentplane_redis import CorruptRow
+from agentplane_redis.keys import event_id, pack_row, tuple_member, unpack_row
+from helpers import at, ev, sub
+
+
+def snapshot(raw):
+    return {k: raw.dump(k) for k in raw.keys("*")}
+
+
+def tamper_event(store, raw, source, id_, index, value):
+    key = store.keys.key("events")
+    fields = unpack_row(raw.hget(key, event_id(source, id_)))
+    fields[index] = value
+    raw.hset(key, event_id(source, id_), pack_row(fields))
+
+
+def tamper_wait(store, raw, run, effect, index, value):
+    key = store.keys.key("waits")
+    wid = tuple_member((run, effect))
+    fields = unpack_row(raw.hget(key, wid))
+    fields[index] = value
+    raw.hset(key, wid, pack_row(fields))
+
+
+@pytest.mark.parametrize(
+    ("index", "value", "why"),
+    [
+        (5, b"12a", "received_at not decimal"),
+        (5, b"99999999999999999", "received_at out of range"),
+        (1, b"alive", "unknown state"),
+        (6, b"only-actor", "half an operator"),
+        (8, b"run", "live row with a claim"),
+        (12, b"yes", "bad erased mark"),
+        (0, b"e9", "unknown row tag"),
+    ],
+)
+def test_a_damaged_event_row_is_refused_without_writing(store, raw, index, value, why):
+    """Reads and claims of a damaged row raise CorruptRow and leave the data unchanged."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(1))
+    tamper_event(store, raw, "src", "e1", index, value)
+    before = snapshot(raw)
+    for call in (
+        lambda: store.events.minter("src", "e1"),
+        lambda: store.events.match_waiter(ev("e1"), at=at(2)),
+        lambda: store.events.deliver(ev("e1", "k/1"), at=at(2)),
+        lambda: store.events.erase_payload("src", "e1"),
+    ):
+        with pytest.raises(CorruptRow) as caught:
+            call()
+        assert "e1" in str(caught.value), why
+        assert snapshot(raw) == before, why
+
+
+def test_a_row_that_is_not_a_row_is_refused(store, raw):
+    """Text that is not the row format is corrupt, never read as empty."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    raw.hset(store.keys.key("events"), event_id("src", "e1"), b"garbage")
+    with pytest.raises(CorruptRow):
+        store.events.minter("src", "e1")
+    with pytest.raises(CorruptRow):
+        store.events.claim_for(sub("r", "w", "k/1"), at=at(1))
+
+
+@pytest.mark.parametrize(
+    ("index", "value"),
+    [(3, b"Forward"), (3, b""), (3, b"compensating "), (2, b"4294967296"), (2, b"-1"),
+     (2, b"1.0"), (1, b"")],
+)
+def test_a_damaged_wait_is_refused(store, raw, index, value):
+    """A phase other than exactly forward/compensating, or a bad step, is CorruptRow."""
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(0))
+    store.events.buffer(ev("e1", "k/1"), at=at(1))
+    tamper_wait(store, raw, "r", "w", index, value)
+    before = snapshot(raw)
+    with pytest.raises(CorruptRow):
+        store.events.waiting()
+    with pytest.raises(CorruptRow):
+        store.events.match_waiter(ev("e1"), at=at(2))
+    with pytest.raises(CorruptRow):
+        store.events.subscribe(sub("r", "w", "k/2"), at=at(2))
+    assert snapshot(raw) == before
+
+
+def test_a_corrupt_payload_is_reported_after_the_claim_is_recorded(store, raw):
+    """Only Python parses payloads: the claim stands and behaves like a crashed caller's."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    raw.hset(store.keys.key("payloads"), event_id("src", "e1"), b"{not json")
+    with pytest.raises(CorruptRow):
+        store.events.wait(sub("r", "w", "k/1"), at=at(1))
+    assert store.events.stats().claimed == 1
+    with pytest.raises(CorruptRow):
+        store.events.claim_for(sub("r", "w", "k/1"), at=at(2))
+    store.events.unsubscribe("r", "w")
+    assert store.events.stats().consumed == 1
+
+
+def test_a_dangling_index_entry_is_reported(store, raw):
+    """An index naming a row that is gone is corruption, not a silent skip."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    raw.hdel(store.keys.key("events"), event_id("src", "e1"))
+    before = snapshot(raw)
+    with pytest.raises(CorruptRow):
+        store.events.claim_for(sub("r", "w", "k/1"), at=at(1))
+    with pytest.raises(CorruptRow):
+        store.events.sweep_unclaimed(at(5))
+    assert snapshot(raw) == before
