@@ -44,7 +44,8 @@ return guard(function()
     end
   end
   for _, c in ipairs(chosen) do
-    redis.call("ZREM", c.index, c.member)
+    local key = c.index
+    redis.call("ZREM", key, c.member)
     redis.call("HDEL", K.events, c.eid)
     redis.call("HDEL", K.payloads, c.eid)
   end

@@ -20,10 +20,13 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+from keyguard import guarded
 
-from agentplane_redis import AsyncRedisStore, RedisStore
+from agentplane_redis import AsyncRedisStore, RedisStore, drivers
 from agentplane_redis.embedded import Server, ServerUnavailable
+from agentplane_redis.scripts import catalogue
 
+GUARDED = guarded(dict(catalogue()))
 BACKENDS = ("fake", "redis7", "valkey8")
 FLAVOURS = ("sync", "async")
 KINDS = {"redis7": "redis", "valkey8": "valkey"}
@@ -160,8 +163,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def backend(request: pytest.FixtureRequest, servers: Servers) -> Iterator[Backend]:
+def backend(
+    request: pytest.FixtureRequest, servers: Servers, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Backend]:
     name, flavour = request.param
+    if name == "fake":
+        # On fakeredis every script also runs under the key guard (keyguard.py).
+        monkeypatch.setattr(drivers, "catalogue", lambda: GUARDED)
     b = Backend(name, flavour, servers)
     yield b
     b.close()

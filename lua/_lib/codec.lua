@@ -134,9 +134,9 @@ end
 
 -- The members of a lex sorted set that start with prefix, at most limit of them
 -- (a component never starts with byte 255, nor does an instant's digit).
-local function with_prefix(k, prefix, limit)
+local function with_prefix(key, prefix, limit)
   if limit then
-    return redis.call("ZRANGEBYLEX", k, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", 0, limit)
+    return redis.call("ZRANGEBYLEX", key, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", 0, limit)
   end
-  return redis.call("ZRANGEBYLEX", k, "[" .. prefix, "(" .. prefix .. "\255")
+  return redis.call("ZRANGEBYLEX", key, "[" .. prefix, "(" .. prefix .. "\255")
 end

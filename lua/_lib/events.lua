@@ -106,14 +106,13 @@ end
 
 -- Adds (add = true) or removes the live index entries of a row.
 local function live_index(eid, f, add)
-  local op = add and "ZADD" or "ZREM"
   local at = instant_key(tonumber(f[E_RECEIVED]))
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
-  local function put(k, m)
+  local function put(key, m)
     if add then
-      redis.call(op, k, 0, m)
+      redis.call("ZADD", key, 0, m)
     else
-      redis.call(op, k, m)
+      redis.call("ZREM", key, m)
     end
   end
   put(K.live, at .. eid)

@@ -55,11 +55,11 @@ end
 -- Puts (add = true) or takes the wait's key rows in or out of the election indexes.
 local function electable_set(wid, attrs, add)
   for _, row in ipairs(key_rows(wid)) do
-    local k, m = election_entry(attrs, row.nv, row.at, wid)
+    local key, m = election_entry(attrs, row.nv, row.at, wid)
     if add then
-      redis.call("ZADD", k, 0, m)
+      redis.call("ZADD", key, 0, m)
     else
-      redis.call("ZREM", k, m)
+      redis.call("ZREM", key, m)
     end
   end
 end
@@ -78,8 +78,8 @@ local function register(run, wid, attrs, nv_list, at, electable)
       redis.call("ZADD", K.wait_keys, 0, p .. at_key)
       redis.call("ZADD", K.wait_order, 0, at_key .. p)
       if electable and not marked and not sealed then
-        local k, m = election_entry(in_force, nv, at_key, wid)
-        redis.call("ZADD", k, 0, m)
+        local key, m = election_entry(in_force, nv, at_key, wid)
+        redis.call("ZADD", key, 0, m)
       end
     end
   end
@@ -132,8 +132,8 @@ local function retire_wait(wid, attrs)
   for _, row in ipairs(key_rows(wid)) do
     redis.call("ZREM", K.wait_keys, wid .. row.nv .. row.at)
     redis.call("ZREM", K.wait_order, row.at .. wid .. row.nv)
-    local k, m = election_entry(attrs, row.nv, row.at, wid)
-    redis.call("ZREM", k, m)
+    local key, m = election_entry(attrs, row.nv, row.at, wid)
+    redis.call("ZREM", key, m)
   end
   redis.call("HDEL", K.waits, wid)
   return 1

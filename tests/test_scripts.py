@@ -1,0 +1,180 @@
+"""The script machinery: includes, headers, the key lint, loading and NOSCRIPT."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from helpers import T0, at, ev, sub
+from keyguard import PRELUDE
+
+from agentplane_redis import ops
+from agentplane_redis.codec import EPOCH
+from agentplane_redis.keys import ROLES, event_id, instant_member
+from agentplane_redis.scripts import ScriptError, catalogue, expand, header_roles, load, lua_root
+
+# ------------------------------------------------------------ the include expander
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_includes_are_expanded_in_place(tmp_path):
+    """An include line is replaced by the file's text, nested includes too."""
+    root = write(tmp_path, {
+        "op.lua": "-- op\n--@include _lib/a.lua\nreturn a()\n",
+        "_lib/a.lua": "--@include _lib/b.lua\nlocal function a() return b() end\n",
+        "_lib/b.lua": "local function b() return 1 end\n",
+    })
+    assert expand(root, "op.lua") == (
+        "-- op\nlocal function b() return 1 end\nlocal function a() return b() end\n"
+        "return a()\n"
+    )
+
+
+def test_a_repeated_include_is_expanded_once(tmp_path):
+    """A helper included twice (directly and through another) appears once."""
+    root = write(tmp_path, {
+        "op.lua": "--@include _lib/a.lua\n--@include _lib/b.lua\n--@include _lib/a.lua\n",
+        "_lib/a.lua": "--@include _lib/b.lua\nA\n",
+        "_lib/b.lua": "B\n",
+    })
+    assert expand(root, "op.lua") == "B\nA\n"
+
+
+def test_a_missing_include_is_an_error(tmp_path):
+    """A missing file is named, with the file that included it."""
+    root = write(tmp_path, {"op.lua": "--@include _lib/nope.lua\n"})
+    with pytest.raises(ScriptError, match=r"missing script file _lib/nope.lua \(included from op"):
+        expand(root, "op.lua")
+
+
+def test_a_circular_include_is_an_error(tmp_path):
+    """A cycle is reported with its path."""
+    root = write(tmp_path, {
+        "op.lua": "--@include _lib/a.lua\n",
+        "_lib/a.lua": "--@include _lib/b.lua\n",
+        "_lib/b.lua": "--@include _lib/a.lua\n",
+    })
+    with pytest.raises(ScriptError, match=r"circular include: op\.lua -> _lib/a\.lua -> _lib/b\.lua"):
+        expand(root, "op.lua")
+
+
+def test_header_keys_must_be_numbered_in_order_and_known(tmp_path):
+    """KEYS[i] lines are 1..n with roles of the key layout."""
+    with pytest.raises(ScriptError, match="out of order"):
+        header_roles("-- KEYS[2] events: x\n", "op")
+    with pytest.raises(ScriptError, match="unknown key role"):
+        header_roles("-- KEYS[1] elsewhere: x\n", "op")
+    assert header_roles("-- x\n-- KEYS[1] events: x\n-- KEYS[2] dead: y\nlocal", "op") == (
+        "events", "dead")
+
+
+# ------------------------------------------------------------ the shipped scripts
+
+SCRIPTS = sorted(catalogue())
+_CALL = re.compile(r"redis\.p?call\(\s*\"([A-Z]+)\"\s*(?:,\s*([^,)]+))?")
+
+
+def test_every_operation_of_the_pure_layer_has_its_script():
+    """Every script ops.py calls exists, and every script is called."""
+    called = set(re.findall(r'ctx\.call\(\s*"([a-z_]+)"', Path(ops.__file__).read_text()))
+    assert called == set(SCRIPTS)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_header_follows_the_grammar(name):
+    """Purpose line, KEYS with roles and patterns, ARGV, Returns and Errors."""
+    text = (lua_root() / f"{name}.lua").read_text()
+    header = text.split("\n\n", 1)[0]
+    assert re.match(rf"-- {name}: \S.*\.\n--\n-- ", header), header
+    for i, role in enumerate(load(lua_root(), name).roles, 1):
+        assert f"-- KEYS[{i}] {role}: agentplane:{{<tenant>}}:{ROLES[role]}" in header
+    assert "\n-- Returns: " in header
+    assert "\n-- Errors: " in header
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_keys_are_bound_once_by_role_in_header_order(name):
+    """The K table binds KEYS[i] to exactly the header's roles, in order."""
+    script = load(lua_root(), name)
+    bound = re.findall(r"^  ([a-z_]+) = KEYS\[(\d+)\],$", script.source, re.M)
+    assert [(r, str(i)) for i, r in enumerate(script.roles, 1)] == bound
+    assert script.source.count("KEYS[") == len(script.roles) * 2  # header + binding
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_key_a_script_touches_comes_from_keys(name):
+    """Lint: each redis.call names its key as K.<role>, a role the script declares."""
+    script = load(lua_root(), name)
+    for line in script.source.splitlines():
+        if line.lstrip().startswith("--"):
+            continue
+        for command, key in _CALL.findall(line):
+            if command == "TIME":
+                continue
+            # A helper receives its key as a parameter named "key", holding a K.<role>.
+            assert re.fullmatch(r"K\.[a-z_]+|key", key.strip()), (name, line)
+    used = set(re.findall(r"\bK\.([a-z_]+)", script.source))
+    for role in used - set(script.roles):
+        # A helper for another script may name a role this one never passes; it
+        # must then be unreachable here, which the behaviour battery exercises.
+        assert role in ROLES, (name, role)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_scripts_use_only_the_allowed_runtime(name):
+    """No cjson, cmsgpack, bit, struct, setresp, sha1hex, set_repl, shebang or tostring."""
+    source = load(lua_root(), name).source
+    code = "\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith("--"))
+    for banned in ("cjson", "cmsgpack", "bit.", "struct.", "redis.setresp", "redis.sha1hex",
+                   "redis.set_repl", "tostring", "loadstring", "#!lua", "pairs("):
+        if banned == "pairs(":
+            assert re.search(r"(?<!i)pairs\(", code) is None, name
+        else:
+            assert banned not in code, (name, banned)
+
+
+def test_scripts_are_static_files_with_stable_hashes():
+    """Loading twice yields identical sources (no runtime generation)."""
+    first = {n: s.source for n, s in catalogue().items()}
+    again = {n: load(lua_root(), n).source for n in first}
+    assert first == again
+
+
+# ------------------------------------------------------------ loading on a server
+
+
+def test_noscript_after_a_flush_is_handled(store, raw):
+    """After SCRIPT FLUSH the next call loads the script and succeeds."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    raw.script_flush()
+    assert store.events.wait(sub("r", "w", "k/1"), at=at(1)).event.id == "e1"
+    assert store.events.buffer(ev("e2", "k/1"), at=at(2))
+
+
+def test_lua_and_python_encode_members_alike(store, raw):
+    """The members Lua writes are those keys.py documents, NULs and negative instants included."""
+    for n, (source, id_) in enumerate((("s", "i"), ("a\x00b", "\x00"), ("ü", "\x00\x01ÿ"))):
+        store.events.buffer(ev(id_, "k/1", source=source), at=T0 - timedelta(milliseconds=n))
+        ms = (T0 - timedelta(milliseconds=n) - EPOCH) // timedelta(milliseconds=1)
+        assert raw.hexists(store.keys.key("events"), event_id(source, id_))
+        member = instant_member(ms) + event_id(source, id_)
+        assert raw.zscore(store.keys.key("live"), member) == 0
+
+
+def test_the_key_guard_catches_an_undeclared_key():
+    """The fakeredis key guard refuses a command on a key not passed in KEYS."""
+    import fakeredis  # noqa: PLC0415
+
+    client = fakeredis.FakeRedis()
+    with pytest.raises(Exception, match="undeclared key"):
+        client.eval(PRELUDE + 'return redis.call("GET", "elsewhere")', 1, "mine")
+    assert client.eval(PRELUDE + "return redis.call('SET', KEYS[1], 1)", 1, "mine") == b"OK"
