@@ -70,8 +70,15 @@ def test_a_row_that_is_not_a_row_is_refused(store, raw):
 
 @pytest.mark.parametrize(
     ("index", "value"),
-    [(3, b"Forward"), (3, b""), (3, b"compensating "), (2, b"4294967296"), (2, b"-1"),
-     (2, b"1.0"), (1, b"")],
+    [
+        (3, b"Forward"),
+        (3, b""),
+        (3, b"compensating "),
+        (2, b"4294967296"),
+        (2, b"-1"),
+        (2, b"1.0"),
+        (1, b""),
+    ],
 )
 def test_a_damaged_wait_is_refused(store, raw, index, value):
     """A phase other than exactly forward/compensating, or a bad step, is CorruptRow."""

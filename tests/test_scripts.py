@@ -28,24 +28,29 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 def test_includes_are_expanded_in_place(tmp_path):
     """An include line is replaced by the file's text, nested includes too."""
-    root = write(tmp_path, {
-        "op.lua": "-- op\n--@include _lib/a.lua\nreturn a()\n",
-        "_lib/a.lua": "--@include _lib/b.lua\nlocal function a() return b() end\n",
-        "_lib/b.lua": "local function b() return 1 end\n",
-    })
+    root = write(
+        tmp_path,
+        {
+            "op.lua": "-- op\n--@include _lib/a.lua\nreturn a()\n",
+            "_lib/a.lua": "--@include _lib/b.lua\nlocal function a() return b() end\n",
+            "_lib/b.lua": "local function b() return 1 end\n",
+        },
+    )
     assert expand(root, "op.lua") == (
-        "-- op\nlocal function b() return 1 end\nlocal function a() return b() end\n"
-        "return a()\n"
+        "-- op\nlocal function b() return 1 end\nlocal function a() return b() end\nreturn a()\n"
     )
 
 
 def test_a_repeated_include_is_expanded_once(tmp_path):
     """A helper included twice (directly and through another) appears once."""
-    root = write(tmp_path, {
-        "op.lua": "--@include _lib/a.lua\n--@include _lib/b.lua\n--@include _lib/a.lua\n",
-        "_lib/a.lua": "--@include _lib/b.lua\nA\n",
-        "_lib/b.lua": "B\n",
-    })
+    root = write(
+        tmp_path,
+        {
+            "op.lua": "--@include _lib/a.lua\n--@include _lib/b.lua\n--@include _lib/a.lua\n",
+            "_lib/a.lua": "--@include _lib/b.lua\nA\n",
+            "_lib/b.lua": "B\n",
+        },
+    )
     assert expand(root, "op.lua") == "B\nA\n"
 
 
@@ -58,12 +63,16 @@ def test_a_missing_include_is_an_error(tmp_path):
 
 def test_a_circular_include_is_an_error(tmp_path):
     """A cycle is reported with its path."""
-    root = write(tmp_path, {
-        "op.lua": "--@include _lib/a.lua\n",
-        "_lib/a.lua": "--@include _lib/b.lua\n",
-        "_lib/b.lua": "--@include _lib/a.lua\n",
-    })
-    with pytest.raises(ScriptError, match=r"circular include: op\.lua -> _lib/a\.lua -> _lib/b\.lua"):
+    root = write(
+        tmp_path,
+        {
+            "op.lua": "--@include _lib/a.lua\n",
+            "_lib/a.lua": "--@include _lib/b.lua\n",
+            "_lib/b.lua": "--@include _lib/a.lua\n",
+        },
+    )
+    cycle = r"circular include: op\.lua -> _lib/a\.lua -> _lib/b\.lua"
+    with pytest.raises(ScriptError, match=cycle):
         expand(root, "op.lua")
 
 
@@ -74,7 +83,9 @@ def test_header_keys_must_be_numbered_in_order_and_known(tmp_path):
     with pytest.raises(ScriptError, match="unknown key role"):
         header_roles("-- KEYS[1] elsewhere: x\n", "op")
     assert header_roles("-- x\n-- KEYS[1] events: x\n-- KEYS[2] dead: y\nlocal", "op") == (
-        "events", "dead")
+        "events",
+        "dead",
+    )
 
 
 # ------------------------------------------------------------ the shipped scripts
@@ -134,8 +145,19 @@ def test_scripts_use_only_the_allowed_runtime(name):
     """No cjson, cmsgpack, bit, struct, setresp, sha1hex, set_repl, shebang or tostring."""
     source = load(lua_root(), name).source
     code = "\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith("--"))
-    for banned in ("cjson", "cmsgpack", "bit.", "struct.", "redis.setresp", "redis.sha1hex",
-                   "redis.set_repl", "tostring", "loadstring", "#!lua", "pairs("):
+    for banned in (
+        "cjson",
+        "cmsgpack",
+        "bit.",
+        "struct.",
+        "redis.setresp",
+        "redis.sha1hex",
+        "redis.set_repl",
+        "tostring",
+        "loadstring",
+        "#!lua",
+        "pairs(",
+    ):
         if banned == "pairs(":
             assert re.search(r"(?<!i)pairs\(", code) is None, name
         else:
@@ -172,7 +194,7 @@ def test_lua_and_python_encode_members_alike(store, raw):
 
 def test_the_key_guard_catches_an_undeclared_key():
     """The fakeredis key guard refuses a command on a key not passed in KEYS."""
-    import fakeredis  # noqa: PLC0415
+    import fakeredis
 
     client = fakeredis.FakeRedis()
     with pytest.raises(Exception, match="undeclared key"):

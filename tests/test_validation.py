@@ -131,8 +131,10 @@ def cases() -> list[Any]:
         ("claim_due-limit", lambda s: s.timers.claim_due(now=at(0), limit=-1)),
         ("claim_due-lease-0", lambda s: s.timers.claim_due(now=at(0), lease=0)),
         ("claim_due-lease-neg", lambda s: s.timers.claim_due(now=at(0), lease=-5)),
-        ("claim_due-lease-sub-ms", lambda s: s.timers.claim_due(
-            now=at(0), lease=timedelta(microseconds=999))),
+        (
+            "claim_due-lease-sub-ms",
+            lambda s: s.timers.claim_due(now=at(0), lease=timedelta(microseconds=999)),
+        ),
         ("claim_due-lease-str", lambda s: s.timers.claim_due(now=at(0), lease="60")),
         ("claim_due-lease-bool", lambda s: s.timers.claim_due(now=at(0), lease=True)),
         ("claim_due-lease-nan", lambda s: s.timers.claim_due(now=at(0), lease=math.nan)),
@@ -154,6 +156,7 @@ class Tripwire:
     def register_script(self, source: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
             raise AssertionError("a command reached the server")
+
         return call
 
     def __getattr__(self, name: str) -> Any:
@@ -181,8 +184,23 @@ def test_refused_input_writes_nothing(store, raw):
 
 
 @pytest.mark.parametrize(
-    "tenant", ["", "   ", "a" * 65, "é" * 33, "a/b", "a:b", "a{b", "a}b", "a\x00b", "a\nb",
-               "a\x7fb", LONE, 7, None],
+    "tenant",
+    [
+        "",
+        "   ",
+        "a" * 65,
+        "é" * 33,
+        "a/b",
+        "a:b",
+        "a{b",
+        "a}b",
+        "a\x00b",
+        "a\nb",
+        "a\x7fb",
+        LONE,
+        7,
+        None,
+    ],
 )
 def test_bad_tenants_are_refused(tenant):
     """Tenants: trimmed, 1-64 bytes of UTF-8, no control character, none of / : { }."""
