@@ -52,8 +52,10 @@ ROLES: dict[str, str] = {
     "seals": "seal",  # hash  run -> sealed_at
     # timers
     "timers": "timer",  # hash  tid -> timer row
-    "timer_due": "timer:due",  # lex   instant . run effect   every timer, soonest first
-    "timer_run": "timer:run",  # lex   run effect
+    "timer_due": "timer:due",  # lex   fire_at . tid       every timer, soonest first
+    "timer_ready": "timer:ready",  # lex   fire_at . tid       timers claim_due walks
+    "timer_held": "timer:held",  # lex   lease expiry . tid  timers under a lease
+    "timer_run": "timer:run",  # lex   tid = run effect     one run's timers
 }
 
 MAX_TENANT_BYTES = 64

@@ -355,19 +355,15 @@ def claim_due(
         return []
     at = str(when) if when is not None else ctx.at("now", None)
     out: list[Timer] = []
-    after_run, after_effect, after_at = "", "", ""
+    after: list[str] = ["", "", ""]
     while len(out) < want:
-        reply = yield ctx.call(
-            "claim_due",
-            [at, want - len(out), lease_ms, TIMER_SCAN, after_at, after_run, after_effect],
-        )
+        reply = yield ctx.call("claim_due", [at, want - len(out), lease_ms, TIMER_SCAN, *after])
         codec.check_status(reply)
         at = text(reply[1])
-        for r in reply[4:]:
-            out.append(codec.timer_row(text(r[0]), text(r[1]), r[2])[0])
-        if text(reply[2]) == "":
+        out += _timers(reply[6:])
+        if text(reply[2]) != "1":
             break
-        after_at, after_run, after_effect = text(reply[2]), *text(reply[3]).split("\n", 1)
+        after = [text(x) for x in reply[3:6]]
     return out
 
 
@@ -391,8 +387,8 @@ def pending_count(ctx: Context) -> Plan[int]:
     return codec.integer(reply[1])
 
 
-def _timers(reply: Sequence[Any]) -> list[Timer]:
-    return [codec.timer_row(text(r[0]), text(r[1]), r[2])[0] for r in reply[1:]]
+def _timers(rows: Sequence[Any]) -> list[Timer]:
+    return [codec.timer_row(text(r[0]), text(r[1]), r[2])[0] for r in rows]
 
 
 def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:
@@ -402,19 +398,19 @@ def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:
         return []
     reply = yield ctx.call("pending", [n], writes=False)
     codec.check_status(reply)
-    return _timers(reply)
+    return _timers(reply[1:])
 
 
 def armed(ctx: Context, run: str) -> Plan[list[Timer]]:
     """One run's timers, in effect order."""
     reply = yield ctx.call("armed", [codec.ident("run", run)], writes=False)
     codec.check_status(reply)
-    return _timers(reply)
+    return _timers(reply[1:])
 
 
 def next_due(ctx: Context) -> Plan[datetime | None]:
     """The soonest timer's fire_at, or None."""
     reply = yield ctx.call("pending", [1], writes=False)
     codec.check_status(reply)
-    timers = _timers(reply)
+    timers = _timers(reply[1:])
     return timers[0].fire_at if timers else None

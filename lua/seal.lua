@@ -8,6 +8,11 @@
 -- KEYS[6] marks: agentplane:{<tenant>}:mark
 -- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[8] seals: agentplane:{<tenant>}:seal
+-- KEYS[9] timers: agentplane:{<tenant>}:timer
+-- KEYS[10] timer_due: agentplane:{<tenant>}:timer:due
+-- KEYS[11] timer_ready: agentplane:{<tenant>}:timer:ready
+-- KEYS[12] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[13] timer_run: agentplane:{<tenant>}:timer:run
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- Returns: {"NEW", at} | {"SEEN", at}
@@ -22,17 +27,31 @@ local K = {
   marks = KEYS[6],
   mark_index = KEYS[7],
   seals = KEYS[8],
+  timers = KEYS[9],
+  timer_due = KEYS[10],
+  timer_ready = KEYS[11],
+  timer_held = KEYS[12],
+  timer_run = KEYS[13],
 }
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/waits.lua
 --@include _lib/matching.lua
+--@include _lib/timers.lua
 
 return guard(function()
-  local at = instant_arg(ARGV[1])
-  if seal_run(ARGV[2], at) then
-    return { "NEW", decimal(at) }
+  local at, run = instant_arg(ARGV[1]), ARGV[2]
+  if is_sealed(run) then
+    return { "SEEN", decimal(at) }
   end
-  return { "SEEN", decimal(at) }
+  local waits = run_waits(run)
+  for _, w in ipairs(waits) do
+    w.attrs = wait_read(w.wid)
+  end
+  local timers = run_timers(run)
+  seal_run(run, at, { waits = waits })
+  -- Held timers return to the walk, so the next claim_due retires them.
+  expose_timers(timers)
+  return { "NEW", decimal(at) }
 end)

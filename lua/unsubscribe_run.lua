@@ -54,6 +54,6 @@ return guard(function()
   for i = 2, #ARGV do
     unanswered[ARGV[i]] = true
   end
-  local waits, released = retire_run(run, unanswered)
+  local waits, released = retire_run(run, unanswered, read_run(run))
   return { "OK", waits, released }
 end)

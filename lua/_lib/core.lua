@@ -38,3 +38,12 @@ local function key_args(first)
   end
   return nv, raw
 end
+
+-- (run, effect) of an encoded wait or timer id.
+local function wid_parts(wid)
+  local parts, pos = take(wid, 1, 2)
+  if not parts or pos ~= #wid + 1 then
+    corrupt("id", wid, "bad member")
+  end
+  return dec(parts[1]), dec(parts[2])
+end

@@ -100,14 +100,20 @@ local function run_claims(run)
   return out
 end
 
--- unsubscribe_run: retires every wait and mark of the run; releases (or, if
--- targeted, dead-letters) the claims of unanswered effects and sheds the rest.
--- Returns the count of registered waits retired and the released event replies.
-local function retire_run(run, unanswered)
-  local waits, claims = run_waits(run), run_claims(run)
+-- A run's waits (with attributes) and claims, read and checked before any write.
+local function read_run(run)
+  local waits = run_waits(run)
   for _, w in ipairs(waits) do
     w.attrs = wait_read(w.wid)
   end
+  return { waits = waits, claims = run_claims(run) }
+end
+
+-- unsubscribe_run: retires every wait and mark of the run; releases (or, if
+-- targeted, dead-letters) the claims of unanswered effects and sheds the rest.
+-- Returns the count of registered waits retired and the released event replies.
+local function retire_run(run, unanswered, state)
+  local waits, claims = state.waits, state.claims
   local count, released, prefix = 0, {}, enc(run)
   for _, w in ipairs(waits) do
     count = count + retire_wait(w.wid, w.attrs)
@@ -130,18 +136,12 @@ local function retire_run(run, unanswered)
   return count, released
 end
 
--- seal: the first seal of a run wins. Its waits leave the election indexes and
--- its marks become "sealed" marks, which parked_waits retires.
-local function seal_run(run, at)
-  if is_sealed(run) then
-    return false
-  end
-  local waits, prefix = run_waits(run), enc(run)
-  for _, w in ipairs(waits) do
-    w.attrs = wait_read(w.wid)
-  end
+-- seal: writes the marker of an unsealed run. Its waits (read beforehand) leave
+-- the election indexes and its marks become "sealed" marks, which parked_waits retires.
+local function seal_run(run, at, state)
+  local prefix = enc(run)
   redis.call("HSET", K.seals, run, decimal(at))
-  for _, w in ipairs(waits) do
+  for _, w in ipairs(state.waits) do
     if not is_marked(w.wid) then
       electable_set(w.wid, w.attrs, false)
     end

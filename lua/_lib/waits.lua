@@ -167,15 +167,6 @@ local function run_waits(run)
   return out
 end
 
--- (run, effect) of an encoded wid.
-local function wid_parts(wid)
-  local parts, pos = take(wid, 1, 2)
-  if not parts or pos ~= #wid + 1 then
-    corrupt("wait id", wid, "bad member")
-  end
-  return dec(parts[1]), dec(parts[2])
-end
-
 -- ARGV[2 ..]: run, effect, kind, step, phase, case, from_source ("" for
 -- none), then (namespace, value) pairs.
 local function sub_args()

@@ -1,0 +1,75 @@
+-- Timers: rows and indexes.
+--
+-- A timer "tid" = enc(run) . enc(effect) has a row (tag "t1", fire_at, step,
+-- phase, case, claimed_at, lease ms; "" for none) and sits in timer_due
+-- (every timer, by fire_at) and timer_run (by tid). An unheld timer, or one
+-- whose lease has lapsed, sits in timer_ready, which claim_due walks; a timer
+-- under a lease sits in timer_held by lease expiry instead, so a backlog of held
+-- timers costs a sweep nothing until their leases lapse.
+
+local T_FIRE, T_STEP, T_PHASE, T_CASE, T_CLAIMED, T_LEASE = 2, 3, 4, 5, 6, 7
+
+local function timer_read(tid)
+  local raw = redis.call("HGET", K.timers, tid)
+  if not raw then
+    return nil
+  end
+  local f = unpack_row(raw)
+  local ok = f and #f == 7 and f[1] == "t1" and is_instant(f[T_FIRE]) and is_step(f[T_STEP])
+    and is_phase(f[T_PHASE])
+  if ok and (f[T_CLAIMED] ~= "" or f[T_LEASE] ~= "") then
+    ok = is_instant(f[T_CLAIMED]) and string.find(f[T_LEASE], "^%d+$") ~= nil and #f[T_LEASE] <= 15
+      and tonumber(f[T_LEASE]) >= 1
+  end
+  if not ok then
+    corrupt("timer", tid, "bad timer row")
+  end
+  return f
+end
+
+local function due_member(tid, f)
+  return instant_key(tonumber(f[T_FIRE])) .. tid
+end
+
+local function held_member(tid, f)
+  return instant_key(tonumber(f[T_CLAIMED]) + tonumber(f[T_LEASE])) .. tid
+end
+
+local function timer_delete(tid, f)
+  local due = due_member(tid, f)
+  redis.call("HDEL", K.timers, tid)
+  redis.call("ZREM", K.timer_due, due)
+  redis.call("ZREM", K.timer_ready, due)
+  if f[T_CLAIMED] ~= "" then
+    redis.call("ZREM", K.timer_held, held_member(tid, f))
+  end
+  redis.call("ZREM", K.timer_run, tid)
+end
+
+local function timer_reply(tid, f)
+  local run, effect = wid_parts(tid)
+  return { run, effect, pack(f) }
+end
+
+-- The run's timers in effect order, checked: a list of {tid, f}.
+local function run_timers(run)
+  local out = {}
+  for _, tid in ipairs(with_prefix(K.timer_run, enc(run))) do
+    local f = timer_read(tid)
+    if not f then
+      corrupt("index", tid, "run index names a timer that is gone")
+    end
+    out[#out + 1] = { tid = tid, f = f }
+  end
+  return out
+end
+
+-- Puts a sealed run's held timers back in the walk, where claim_due retires them.
+local function expose_timers(timers)
+  for _, t in ipairs(timers) do
+    if t.f[T_CLAIMED] ~= "" then
+      redis.call("ZREM", K.timer_held, held_member(t.tid, t.f))
+      redis.call("ZADD", K.timer_ready, 0, due_member(t.tid, t.f))
+    end
+  end
+end

@@ -1,0 +1,42 @@
+-- arm: store a timer unless (run, effect) is armed; first arming wins.
+--
+-- KEYS[1] timers: agentplane:{<tenant>}:timer
+-- KEYS[2] timer_due: agentplane:{<tenant>}:timer:due
+-- KEYS[3] timer_ready: agentplane:{<tenant>}:timer:ready
+-- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
+-- ARGV[1] run: the timer's run
+-- ARGV[2] effect: the timer's effect
+-- ARGV[3] fire_at: instant ms
+-- ARGV[4] step: integer 0..2^32-1
+-- ARGV[5] phase: "forward" | "compensating"
+-- ARGV[6] case: the case, "" for none
+-- Returns: {"NEW"} | {"SEEN"}
+-- Errors: none
+
+local K = {
+  timers = KEYS[1],
+  timer_due = KEYS[2],
+  timer_ready = KEYS[3],
+  timer_held = KEYS[4],
+  timer_run = KEYS[5],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/timers.lua
+
+return guard(function()
+  local run, effect, fire_at = ARGV[1], ARGV[2], ARGV[3]
+  local tid = enc(run) .. enc(effect)
+  -- A replayed run re-arms: the first arming's fire_at and claim stay.
+  if redis.call("HEXISTS", K.timers, tid) == 1 then
+    return { "SEEN" }
+  end
+  local f = { "t1", fire_at, ARGV[4], ARGV[5], ARGV[6], "", "" }
+  redis.call("HSET", K.timers, tid, pack(f))
+  redis.call("ZADD", K.timer_due, 0, due_member(tid, f))
+  redis.call("ZADD", K.timer_ready, 0, due_member(tid, f))
+  redis.call("ZADD", K.timer_run, 0, tid)
+  return { "NEW" }
+end)

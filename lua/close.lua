@@ -1,0 +1,80 @@
+-- close: seal a run, retire every wait and claim of it, and disarm its timers, in one step.
+--
+-- KEYS[1] events: agentplane:{<tenant>}:event
+-- KEYS[2] payloads: agentplane:{<tenant>}:payload
+-- KEYS[3] live: agentplane:{<tenant>}:event:live
+-- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
+-- KEYS[6] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[7] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[8] ledger: agentplane:{<tenant>}:claim
+-- KEYS[9] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[10] waits: agentplane:{<tenant>}:wait
+-- KEYS[11] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[12] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[13] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[15] marks: agentplane:{<tenant>}:mark
+-- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[17] seals: agentplane:{<tenant>}:seal
+-- KEYS[18] timers: agentplane:{<tenant>}:timer
+-- KEYS[19] timer_due: agentplane:{<tenant>}:timer:due
+-- KEYS[20] timer_ready: agentplane:{<tenant>}:timer:ready
+-- KEYS[21] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[22] timer_run: agentplane:{<tenant>}:timer:run
+-- ARGV[1] at: instant ms, "" reads the server clock
+-- ARGV[2] run: the run
+-- ARGV[3..] unanswered: effects whose answer the journal lacks
+-- Returns: {"OK", waits retired, {released event, ...}, timers removed, newly sealed "1"/"0"}
+--   released event = {event row, has payload "1"/"0", payload JSON}
+-- Errors: CORRUPT
+
+local K = {
+  events = KEYS[1],
+  payloads = KEYS[2],
+  live = KEYS[3],
+  live_by_key = KEYS[4],
+  live_by_sender = KEYS[5],
+  dead = KEYS[6],
+  consumed = KEYS[7],
+  ledger = KEYS[8],
+  ledger_by_run = KEYS[9],
+  waits = KEYS[10],
+  wait_keys = KEYS[11],
+  wait_order = KEYS[12],
+  electable = KEYS[13],
+  electable_by_sender = KEYS[14],
+  marks = KEYS[15],
+  mark_index = KEYS[16],
+  seals = KEYS[17],
+  timers = KEYS[18],
+  timer_due = KEYS[19],
+  timer_ready = KEYS[20],
+  timer_held = KEYS[21],
+  timer_run = KEYS[22],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/events.lua
+--@include _lib/waits.lua
+--@include _lib/matching.lua
+--@include _lib/timers.lua
+
+return guard(function()
+  local at, run, unanswered = instant_arg(ARGV[1]), ARGV[2], {}
+  for i = 3, #ARGV do
+    unanswered[ARGV[i]] = true
+  end
+  local state, timers = read_run(run), run_timers(run)
+  local newly = not is_sealed(run)
+  if newly then
+    -- Everything the seal would re-index is retired below, so only the marker is written.
+    redis.call("HSET", K.seals, run, decimal(at))
+  end
+  local waits, released = retire_run(run, unanswered, state)
+  for _, t in ipairs(timers) do
+    timer_delete(t.tid, t.f)
+  end
+  return { "OK", waits, released, #timers, newly and "1" or "0" }
+end)

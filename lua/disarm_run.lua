@@ -1,0 +1,30 @@
+-- disarm_run: delete every timer of one run.
+--
+-- KEYS[1] timers: agentplane:{<tenant>}:timer
+-- KEYS[2] timer_due: agentplane:{<tenant>}:timer:due
+-- KEYS[3] timer_ready: agentplane:{<tenant>}:timer:ready
+-- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
+-- ARGV[1] run: the run
+-- Returns: {"OK", timers removed}
+-- Errors: CORRUPT
+
+local K = {
+  timers = KEYS[1],
+  timer_due = KEYS[2],
+  timer_ready = KEYS[3],
+  timer_held = KEYS[4],
+  timer_run = KEYS[5],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/timers.lua
+
+return guard(function()
+  local timers = run_timers(ARGV[1])
+  for _, t in ipairs(timers) do
+    timer_delete(t.tid, t.f)
+  end
+  return { "OK", #timers }
+end)

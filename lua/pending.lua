@@ -1,0 +1,35 @@
+-- pending: every timer, soonest first (due and held included).
+--
+-- KEYS[1] timers: agentplane:{<tenant>}:timer
+-- KEYS[2] timer_due: agentplane:{<tenant>}:timer:due
+-- KEYS[3] timer_ready: agentplane:{<tenant>}:timer:ready
+-- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
+-- ARGV[1] limit: count, at most this many timers
+-- Returns: {"OK", {run, effect, timer row}, ...}
+-- Errors: CORRUPT
+
+local K = {
+  timers = KEYS[1],
+  timer_due = KEYS[2],
+  timer_ready = KEYS[3],
+  timer_held = KEYS[4],
+  timer_run = KEYS[5],
+}
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/timers.lua
+
+return guard(function()
+  local out = { "OK" }
+  for _, m in ipairs(redis.call("ZRANGE", K.timer_due, 0, tonumber(ARGV[1]) - 1)) do
+    local tid = string.sub(m, INSTANT_WIDTH + 1)
+    local f = timer_read(tid)
+    if not f then
+      corrupt("index", m, "due index names a timer that is gone")
+    end
+    out[#out + 1] = timer_reply(tid, f)
+  end
+  return out
+end)

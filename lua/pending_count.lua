@@ -1,0 +1,11 @@
+-- pending_count: how many timers the tenant holds, due, held and sealed runs' included.
+--
+-- KEYS[1] timers: agentplane:{<tenant>}:timer
+-- Returns: {"OK", count}
+-- Errors: none
+
+local K = {
+  timers = KEYS[1],
+}
+
+return { "OK", redis.call("HLEN", K.timers) }
