@@ -1,0 +1,280 @@
+"""The timer store and run closing (contract sections 4-5), over every backend and flavour."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from agentplane_redis import Closed, EventStats, Phase, Retired, Timer
+from agentplane_redis.ops import TIMER_SCAN
+from helpers import at, ev, ids, sub, timer
+
+MINUTE = 60_000
+
+
+def claimed(store, now_ms, **kw):
+    return ids(store.timers.claim_due(now=at(now_ms), **kw))
+
+
+# ------------------------------------------------------------ 4.1 arm
+
+
+def test_first_arming_wins_even_over_a_claimed_timer(store):
+    """arm answers False and changes nothing when (run, effect) exists, claimed or not."""
+    assert store.timers.arm(timer("r", "t", 100, step=2, phase=Phase.COMPENSATING, case="c"))
+    assert not store.timers.arm(timer("r", "t", 5))
+    assert claimed(store, 100) == [("r", "t")]
+    assert not store.timers.arm(timer("r", "t", 0))
+    assert store.timers.armed("r") == [
+        Timer("r", "t", at(100), 2, Phase.COMPENSATING, "c")
+    ]
+    assert claimed(store, 100 + MINUTE - 1) == []
+
+
+def test_after_disarm_arming_creates_a_fresh_timer(store):
+    """Disarm, then arm: a new, unclaimed timer with the new fire_at."""
+    store.timers.arm(timer("r", "t", 0))
+    store.timers.claim_due(now=at(0))
+    assert store.timers.disarm("r", "t")
+    assert store.timers.arm(timer("r", "t", 50))
+    assert claimed(store, 50) == [("r", "t")]
+
+
+# ------------------------------------------------------------ 4.2 claim_due
+
+
+def test_a_timer_is_due_at_its_fire_at_to_the_millisecond(store):
+    """Due iff fire_at <= now."""
+    store.timers.arm(timer("r", "t", 1000))
+    assert claimed(store, 999) == []
+    assert claimed(store, 1000) == [("r", "t")]
+
+
+def test_claims_come_soonest_first_with_stored_fields(store):
+    """(fire_at, run, effect) ascending; the stored fire_at, step, phase and case."""
+    store.timers.arm(timer("b", "x", 5, step=1))
+    store.timers.arm(timer("a", "y", 5, case="k"))
+    store.timers.arm(timer("a", "x", 5, phase=Phase.COMPENSATING))
+    store.timers.arm(timer("z", "z", 1))
+    got = store.timers.claim_due(now=at(10))
+    assert got == [
+        Timer("z", "z", at(1)),
+        Timer("a", "x", at(5), phase=Phase.COMPENSATING),
+        Timer("a", "y", at(5), case="k"),
+        Timer("b", "x", at(5), step=1),
+    ]
+
+
+def test_limit_bounds_claims_and_held_timers_never_hide_due_ones(store):
+    """Timers under a live lease neither fill the page nor hide later due timers."""
+    for n in range(5):
+        store.timers.arm(timer("held", f"{n}", n))
+    store.timers.claim_due(now=at(10), limit=5)
+    store.timers.arm(timer("free", "a", 6))
+    store.timers.arm(timer("free", "b", 7))
+    store.timers.arm(timer("free", "c", 8))
+    assert claimed(store, 11, limit=2) == [("free", "a"), ("free", "b")]
+    assert claimed(store, 11, limit=2) == [("free", "c")]
+    assert store.timers.claim_due(now=at(11), limit=0) == []
+
+
+def test_a_lease_expires_at_exactly_claimed_at_plus_lease(store):
+    """Skipped for every now < claimed_at + lease, claimable again at exactly that instant."""
+    store.timers.arm(timer("r", "t", 0))
+    assert claimed(store, 1000, lease=timedelta(seconds=2)) == [("r", "t")]
+    assert claimed(store, 2999) == []
+    assert claimed(store, 3000, lease=0.5) == [("r", "t")]
+    assert claimed(store, 3499) == []
+    assert claimed(store, 3500) == [("r", "t")]
+
+
+def test_the_default_lease_is_the_stores_timer_lease(make):
+    """timer_lease applies when a call gives no lease; 60 s unless configured."""
+    default, short = make("acme"), make("other", timer_lease=timedelta(seconds=5))
+    for store in (default, short):
+        store.timers.arm(timer("r", "t", 0))
+        store.timers.claim_due(now=at(0))
+    assert claimed(default, MINUTE - 1) == []
+    assert claimed(default, MINUTE) == [("r", "t")]
+    assert claimed(short, 4999) == []
+    assert claimed(short, 5000) == [("r", "t")]
+
+
+def test_each_claim_is_judged_by_its_own_lease_against_this_calls_now(store):
+    """A caller whose clock lags sees the lease as live, even after another restored it."""
+    store.timers.arm(timer("r", "t", 0))
+    store.timers.arm(timer("r", "u", 0))
+    store.timers.claim_due(now=at(100), lease=timedelta(milliseconds=1))  # held until 101
+    store.timers.claim_due(now=at(0), limit=0)
+    assert claimed(store, 101, limit=1, lease=1000) == [("r", "t")]  # restores u too
+    assert claimed(store, 100) == []  # the lagging caller still sees u's lease as live
+    assert claimed(store, 101) == [("r", "u")]
+
+
+def test_sealed_runs_timers_are_retired_at_claim_time(store):
+    """A sealed run's timers are deleted when walked, held or not, and do not count."""
+    store.timers.arm(timer("sealed", "held", 0))
+    store.timers.claim_due(now=at(0))
+    store.timers.arm(timer("sealed", "free", 1))
+    store.timers.arm(timer("sealed", "later", 1000))
+    store.timers.arm(timer("live", "t", 2))
+    store.runs.seal("sealed")
+    assert store.timers.pending_count() == 4
+    assert claimed(store, 5, limit=1) == [("live", "t")]
+    assert ids(store.timers.pending()) == [("live", "t"), ("sealed", "later")]
+    assert store.timers.pending_count() == 2
+
+
+def test_a_large_held_backlog_is_passed_in_bounded_steps(store):
+    """More due timers than one step examines, most of them held, are all handled."""
+    n = TIMER_SCAN * 2 + 3
+    for i in range(n):
+        store.timers.arm(timer("r", f"{i:05d}", i))
+    first = store.timers.claim_due(now=at(n), limit=n - 2)
+    assert len(first) == n - 2
+    store.timers.arm(timer("r", "late", n))
+    assert claimed(store, n, limit=10) == [("r", f"{n - 2:05d}"), ("r", f"{n - 1:05d}"),
+                                          ("r", "late")]
+    assert len(store.timers.claim_due(now=at(n + MINUTE), limit=n + 5)) == n + 1
+
+
+def test_claim_due_reads_the_server_clock(store, raw):
+    """With now left out, due means fire_at <= the server's TIME."""
+    seconds, _ = raw.time()
+    base = seconds * 1000
+    from helpers import T0  # noqa: PLC0415
+
+    store.timers.arm(Timer("r", "past", T0 + timedelta(milliseconds=base - T0.timestamp() * 1000
+                                                       - 60_000)))
+    store.timers.arm(Timer("r", "future", T0 + timedelta(days=365 * 50)))
+    assert ids(store.timers.claim_due()) == [("r", "past")]
+
+
+# ------------------------------------------------------------ 4.3-4.8
+
+
+def test_disarm_removes_whoever_holds_it(store):
+    """disarm answers whether a timer existed; a sweep never finds it again."""
+    store.timers.arm(timer("r", "t", 0))
+    store.timers.claim_due(now=at(0))
+    assert store.timers.disarm("r", "t") is True
+    assert store.timers.disarm("r", "t") is False
+    assert claimed(store, 10 * MINUTE) == []
+    assert store.timers.pending_count() == 0
+
+
+def test_disarm_run_counts_and_spares_other_runs(store):
+    """Every timer of the run goes; other runs' stay."""
+    for effect in ("a", "b", "c"):
+        store.timers.arm(timer("r", effect, 0))
+    store.timers.arm(timer("r2", "a", 0))
+    store.timers.arm(timer("r\x00", "a", 0))
+    store.timers.claim_due(now=at(0), limit=1)
+    assert store.timers.disarm_run("r") == 3
+    assert store.timers.disarm_run("r") == 0
+    assert ids(store.timers.pending()) == [("r2", "a"), ("r\x00", "a")] or ids(
+        store.timers.pending()) == [("r\x00", "a"), ("r2", "a")]
+    assert store.timers.pending_count() == 2
+
+
+def test_pending_lists_all_timers_soonest_first(store):
+    """Due and held timers included, exact fire_at, at most limit."""
+    store.timers.arm(timer("b", "t", 7))
+    store.timers.arm(timer("a", "t", 7))
+    store.timers.arm(timer("c", "t", -5))
+    store.timers.claim_due(now=at(0))
+    assert ids(store.timers.pending()) == [("c", "t"), ("a", "t"), ("b", "t")]
+    assert store.timers.pending()[0].fire_at == at(-5)
+    assert len(store.timers.pending(2)) == 2
+    assert store.timers.pending(0) == []
+
+
+def test_armed_lists_one_run_in_effect_order(store):
+    """armed(run): effect order, nothing of other runs."""
+    for effect in ("b", "a", "c"):
+        store.timers.arm(timer("r", effect, 0))
+    store.timers.arm(timer("rr", "a", 0))
+    assert [t.effect for t in store.timers.armed("r")] == ["a", "b", "c"]
+    assert store.timers.armed("none") == []
+
+
+def test_next_due_is_the_soonest_fire_at_even_if_past_or_held(store):
+    """None when empty; else what pending(1) would return."""
+    assert store.timers.next_due() is None
+    store.timers.arm(timer("r", "t", 50))
+    store.timers.arm(timer("r", "u", 10))
+    store.timers.claim_due(now=at(20))
+    assert store.timers.next_due() == at(10)
+
+
+def test_pending_count_is_per_tenant(make):
+    """Counts timers, not runs, of the handle's tenant only."""
+    a, b = make("a"), make("b")
+    a.timers.arm(timer("r", "1", 0))
+    a.timers.arm(timer("r", "2", 0))
+    b.timers.arm(timer("r", "1", 0))
+    a.runs.seal("r")
+    assert (a.timers.pending_count(), b.timers.pending_count()) == (2, 1)
+    assert claimed(b, 0) == [("r", "1")]
+    assert claimed(a, 0) == []
+    assert (a.timers.pending_count(), b.timers.pending_count()) == (0, 1)
+
+
+# ------------------------------------------------------------ 5 runs
+
+
+def test_seal_first_wins_and_is_per_run(store):
+    """seal answers True once; is_sealed reflects it."""
+    assert not store.runs.is_sealed("r")
+    assert store.runs.seal("r") is True
+    assert store.runs.seal("r") is False
+    assert store.runs.is_sealed("r")
+    assert not store.runs.is_sealed("r2")
+
+
+def test_close_retires_waits_claims_and_timers_together(store):
+    """Sealed, no waits, marks, claims or timers; unanswered released, targeted dead."""
+    store.events.buffer(ev("plain", "k/1"), at=at(0))
+    store.events.wait(sub("r", "answered", "k/1"), at=at(1))
+    store.events.buffer(ev("back", "k/2"), at=at(2))
+    store.events.wait(sub("r", "unanswered", "k/2"), at=at(3))
+    store.events.subscribe(sub("r", "targeted", "k/3"), at=at(4))
+    store.events.deliver_to("r", ev("addressed", "k/3"), at=at(5))
+    store.events.subscribe(sub("r", "idle", "k/4"), at=at(6))
+    store.events.buffer(ev("bare", "k/5"), at=at(6))
+    store.events.claim_for(sub("r", "bare", "k/5"), at=at(7))
+    store.timers.arm(timer("r", "t1", 0))
+    store.timers.arm(timer("r", "t2", 0))
+    store.timers.arm(timer("other", "t", 0))
+    store.timers.claim_due(now=at(0), limit=1)
+    closed = store.runs.close("r", ["unanswered", "targeted", "nothing"])
+    assert closed.retired.waits == 4
+    assert [e.id for e in closed.retired.released] == ["back"]
+    assert (closed.timers, closed.newly_sealed) == (2, True)
+    assert store.runs.is_sealed("r")
+    assert store.events.stats() == EventStats(live=1, claimed=0, consumed=2, dead=1, waits=0,
+                                              parked=0)
+    assert store.events.dead_letters()[0].reason == (
+        "the run it was addressed to concluded without consuming it")
+    assert store.timers.armed("r") == []
+    assert ids(store.timers.pending()) == [("other", "t")]
+    assert store.runs.close("r", ["unanswered"]) == Closed(Retired(0, ()), 0, False)
+
+
+def test_close_of_a_run_sealed_before_reports_not_newly_sealed(store):
+    """close after seal still retires everything, and says the seal was not new."""
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(0))
+    store.timers.arm(timer("r", "t", 0))
+    store.runs.seal("r")
+    assert store.runs.close("r") == Closed(Retired(1, ()), 1, False)
+
+
+def test_state_written_after_close_is_caught_by_seals(store):
+    """A sealed run's later waits are passed over; its parked waits retired; timers deleted."""
+    store.runs.close("r")
+    store.events.subscribe(sub("r", "late", "k/1"), at=at(0))
+    store.events.park_wait(sub("r", "parked", "k/2"), at=at(0))
+    store.timers.arm(timer("r", "t", 0))
+    assert store.events.deliver(ev("e1", "k/1"), at=at(1)).__class__.__name__ == "Buffered"
+    assert store.events.parked_waits() == []
+    assert claimed(store, 1) == []
+    assert store.timers.pending_count() == 0
