@@ -24,9 +24,7 @@ def test_first_arming_wins_even_over_a_claimed_timer(store):
     assert not store.timers.arm(timer("r", "t", 5))
     assert claimed(store, 100) == [("r", "t")]
     assert not store.timers.arm(timer("r", "t", 0))
-    assert store.timers.armed("r") == [
-        Timer("r", "t", at(100), 2, Phase.COMPENSATING, "c")
-    ]
+    assert store.timers.armed("r") == [Timer("r", "t", at(100), 2, Phase.COMPENSATING, "c")]
     assert claimed(store, 100 + MINUTE - 1) == []
 
 
@@ -132,8 +130,11 @@ def test_a_large_held_backlog_is_passed_in_bounded_steps(store):
     first = store.timers.claim_due(now=at(n), limit=n - 2)
     assert len(first) == n - 2
     store.timers.arm(timer("r", "late", n))
-    assert claimed(store, n, limit=10) == [("r", f"{n - 2:05d}"), ("r", f"{n - 1:05d}"),
-                                          ("r", "late")]
+    assert claimed(store, n, limit=10) == [
+        ("r", f"{n - 2:05d}"),
+        ("r", f"{n - 1:05d}"),
+        ("r", "late"),
+    ]
     assert len(store.timers.claim_due(now=at(n + MINUTE), limit=n + 5)) == n + 1
 
 
@@ -143,8 +144,9 @@ def test_claim_due_reads_the_server_clock(store, raw):
     base = seconds * 1000
     from helpers import T0  # noqa: PLC0415
 
-    store.timers.arm(Timer("r", "past", T0 + timedelta(milliseconds=base - T0.timestamp() * 1000
-                                                       - 60_000)))
+    store.timers.arm(
+        Timer("r", "past", T0 + timedelta(milliseconds=base - T0.timestamp() * 1000 - 60_000))
+    )
     store.timers.arm(Timer("r", "future", T0 + timedelta(days=365 * 50)))
     assert ids(store.timers.claim_due()) == [("r", "past")]
 
@@ -172,7 +174,8 @@ def test_disarm_run_counts_and_spares_other_runs(store):
     assert store.timers.disarm_run("r") == 3
     assert store.timers.disarm_run("r") == 0
     assert ids(store.timers.pending()) == [("r2", "a"), ("r\x00", "a")] or ids(
-        store.timers.pending()) == [("r\x00", "a"), ("r2", "a")]
+        store.timers.pending()
+    ) == [("r\x00", "a"), ("r2", "a")]
     assert store.timers.pending_count() == 2
 
 
@@ -251,10 +254,12 @@ def test_close_retires_waits_claims_and_timers_together(store):
     assert [e.id for e in closed.retired.released] == ["back"]
     assert (closed.timers, closed.newly_sealed) == (2, True)
     assert store.runs.is_sealed("r")
-    assert store.events.stats() == EventStats(live=1, claimed=0, consumed=2, dead=1, waits=0,
-                                              parked=0)
+    assert store.events.stats() == EventStats(
+        live=1, claimed=0, consumed=2, dead=1, waits=0, parked=0
+    )
     assert store.events.dead_letters()[0].reason == (
-        "the run it was addressed to concluded without consuming it")
+        "the run it was addressed to concluded without consuming it"
+    )
     assert store.timers.armed("r") == []
     assert ids(store.timers.pending()) == [("other", "t")]
     assert store.runs.close("r", ["unanswered"]) == Closed(Retired(0, ()), 0, False)
