@@ -20,11 +20,12 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
-from keyguard import guarded
 
 from agentplane_redis import AsyncRedisStore, RedisStore, drivers
 from agentplane_redis.embedded import Server, ServerUnavailable
 from agentplane_redis.scripts import catalogue
+
+from keyguard import guarded
 
 GUARDED = guarded(dict(catalogue()))
 BACKENDS = ("fake", "redis7", "valkey8")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from helpers import at, ev, sub
 
 from agentplane_redis import CorruptRow
 from agentplane_redis.keys import event_id, pack_row, tuple_member, unpack_row
+
+from helpers import at, ev, sub
 
 
 def snapshot(raw):

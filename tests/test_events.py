@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from helpers import at, ev, ids, sub
-
 from agentplane_redis import (
     Buffered,
     BufferedEvent,
@@ -20,6 +18,8 @@ from agentplane_redis import (
     Retired,
 )
 from agentplane_redis.ops import SWEEP_BATCH
+
+from helpers import at, ev, ids, sub
 
 # ------------------------------------------------------------ 3.1 buffer
 

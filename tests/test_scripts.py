@@ -7,13 +7,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from helpers import T0, at, ev, sub
-from keyguard import PRELUDE
 
 from agentplane_redis import ops
 from agentplane_redis.codec import EPOCH
 from agentplane_redis.keys import ROLES, event_id, instant_member
 from agentplane_redis.scripts import ScriptError, catalogue, expand, header_roles, load, lua_root
+
+from helpers import T0, at, ev, sub
+from keyguard import PRELUDE
 
 # ------------------------------------------------------------ the include expander
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from agentplane_redis import Closed, EventStats, Phase, Retired, Timer
 from agentplane_redis.ops import TIMER_SCAN
+
 from helpers import at, ev, ids, sub, timer
 
 MINUTE = 60_000
@@ -141,13 +142,9 @@ def test_a_large_held_backlog_is_passed_in_bounded_steps(store):
 def test_claim_due_reads_the_server_clock(store, raw):
     """With now left out, due means fire_at <= the server's TIME."""
     seconds, _ = raw.time()
-    base = seconds * 1000
-    from helpers import T0  # noqa: PLC0415
-
-    store.timers.arm(
-        Timer("r", "past", T0 + timedelta(milliseconds=base - T0.timestamp() * 1000 - 60_000))
-    )
-    store.timers.arm(Timer("r", "future", T0 + timedelta(days=365 * 50)))
+    server_now = datetime.fromtimestamp(seconds, timezone.utc)
+    store.timers.arm(Timer("r", "past", server_now - timedelta(minutes=1)))
+    store.timers.arm(Timer("r", "future", server_now + timedelta(days=1)))
     assert ids(store.timers.claim_due()) == [("r", "past")]
 
 

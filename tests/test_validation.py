@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from helpers import at, ev, sub, timer
 
 from agentplane_redis import (
     CorrelationKey,
@@ -18,6 +17,8 @@ from agentplane_redis import (
     Subscription,
     Timer,
 )
+
+from helpers import at, ev, sub, timer
 
 NAIVE = datetime(2026, 1, 1)
 LONE = "\ud800"
