@@ -217,14 +217,14 @@ def parked_waits(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
     """Parked registered waits in (run, effect) order; retires sealed runs' marks."""
     room = codec.limit("limit", limit)
     out: list[Subscription] = []
-    after = ""
+    after = ["", ""]
     while room > 0:
         asked = min(room, LIST_BATCH)
-        reply = yield ctx.call("parked_waits", [asked, after, PARKED_BATCH])
+        reply = yield ctx.call("parked_waits", [asked, *after, PARKED_BATCH])
         if codec.check_status(reply) == "MORE":
             continue
-        after = text(reply[1])
-        page = [codec.subscription_reply(s) for s in reply[2:]]
+        after = [text(reply[1]), text(reply[2])]
+        page = [codec.subscription_reply(s) for s in reply[3:]]
         out += page
         room -= len(page)
         if len(page) < asked:

@@ -18,9 +18,10 @@
 -- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[17] seals: agentplane:{<tenant>}:seal
 -- ARGV[1] room: count, the most waits this step lists
--- ARGV[2] after: the last mark member listed by the previous step, "" to start
--- ARGV[3] batch: count, the most sealed marks this step retires
--- Returns: {"MORE"} (retired a full batch; call again) | {"LIST", last member, subscription, ...}
+-- ARGV[2] after_run: the run of the last wait listed by the previous step, "" to start
+-- ARGV[3] after_effect: its effect
+-- ARGV[4] batch: count, the most sealed marks this step retires
+-- Returns: {"MORE"} (retired a full batch; call again) | {"LIST", last run, last effect, subscription, ...}
 --   subscription = {run, effect, attributes row, {namespace, value, ...}}
 -- Errors: CORRUPT
 
@@ -51,7 +52,7 @@ local K = {
 --@include _lib/matching.lua
 
 return guard(function()
-  local room, after, batch = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+  local room, batch = tonumber(ARGV[1]), tonumber(ARGV[4])
   -- Sealed runs' marks first: every call retires them all, past a full page.
   local sealed = redis.call("ZRANGEBYLEX", K.mark_index, "[S", "(S\255", "LIMIT", 0, batch)
   if #sealed > 0 then
@@ -78,8 +79,11 @@ return guard(function()
     end
   end
   -- Then the listable marks (registered waits of unsealed runs), in (run, effect) order.
-  local start = after == "" and "[L" or "(" .. after
-  local out = { "LIST", after }
+  local start = "[L"
+  if ARGV[2] ~= "" then
+    start = "(L" .. enc(ARGV[2]) .. enc(ARGV[3])
+  end
+  local out = { "LIST", ARGV[2], ARGV[3] }
   for _, m in ipairs(redis.call("ZRANGEBYLEX", K.mark_index, start, "(L\255", "LIMIT", 0, room)) do
     local wid = string.sub(m, 2)
     local run, effect = wid_parts(wid)
@@ -87,7 +91,7 @@ return guard(function()
     if not attrs then
       corrupt("mark", wid, "listed mark of an unregistered wait")
     end
-    out[2] = m
+    out[2], out[3] = run, effect
     out[#out + 1] = sub_reply(run, effect, wid, attrs)
   end
   return out

@@ -521,8 +521,8 @@ def test_parked_waits_retires_sealed_runs_past_a_full_page(store):
 
 
 def test_parked_waits_pages_through_many_marks(store):
-    """More parked waits than one step lists are all returned, in order."""
-    effects = [f"{n:04d}" for n in range(300)]
+    """More parked waits than one step lists are all returned, in order, NULs included."""
+    effects = [f"{n:04d}\x00" for n in range(300)]
     for e in effects:
         store.events.park_wait(sub("r", e, "k/1"), at=at(0))
     assert [s.effect for s in store.events.parked_waits(1000)] == effects

@@ -1,0 +1,255 @@
+"""Random operation sequences against the reference model and the store: no divergence.
+
+Small alphabets make collisions (same pair, same key, same run) common, and
+identifiers with NUL, separators and shared prefixes exercise the encodings.
+Runs over fakeredis and the real servers (sync; the async store runs the same
+plans, and the battery covers it).
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+from typing import Any
+
+import fakeredis
+import hypothesis.strategies as st
+import pytest
+import redis
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from agentplane_redis import (
+    CorrelationKey,
+    InboundEvent,
+    Operator,
+    Phase,
+    RedisStore,
+    Subscription,
+    Timer,
+)
+
+from helpers import at
+from model import Model
+
+RUNS = st.sampled_from(["a", "a\x00", "ab", "b"])
+EFFECTS = st.sampled_from(["w", "w\x00x", "x"])
+SOURCES = st.sampled_from(["s", "s\x1f", "t"])
+IDS = st.sampled_from(["1", "2", "3", "1\x00"])
+KINDS = st.sampled_from(["k", "j"])
+KEYS = st.lists(
+    st.builds(CorrelationKey, st.sampled_from(["o", "o\x00"]), st.sampled_from(["1", "2"])),
+    max_size=3,
+)
+TIMES = st.integers(0, 40)
+NOWS = st.integers(0, 2_000)
+LEASES = st.sampled_from([1, 5, 50, 500])
+PAYLOADS = st.one_of(
+    st.none(), st.integers(-3, 3), st.dictionaries(st.sampled_from("ab"), st.booleans(), max_size=2)
+)
+OPERATORS = st.one_of(
+    st.none(), st.builds(Operator, st.sampled_from(["ann", "bo"]), st.just("basis"))
+)
+LIMITS = st.integers(0, 6)
+
+EVENTS = st.builds(InboundEvent, SOURCES, IDS, KINDS, PAYLOADS, KEYS.map(tuple), OPERATORS)
+SUBS = st.builds(
+    Subscription,
+    RUNS,
+    EFFECTS,
+    KINDS,
+    KEYS.filter(bool).map(tuple),
+    st.integers(0, 2),
+    st.sampled_from(list(Phase)),
+    st.sampled_from([None, "c"]),
+    st.sampled_from([None, None, "s", "t"]),
+)
+TIMERS = st.builds(
+    Timer,
+    RUNS,
+    EFFECTS,
+    TIMES.map(at),
+    st.integers(0, 2),
+    st.sampled_from(list(Phase)),
+    st.sampled_from([None, "c"]),
+)
+EFFECT_LISTS = st.lists(EFFECTS, max_size=3)
+
+_tenants = itertools.count()
+
+
+class Machine(RuleBasedStateMachine):
+    make_store: Any = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = Model()
+        self.store = type(self).make_store()
+
+    def same(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the store and the model (instants as ms) and compare results."""
+        got = getattr_path(self.store, name)(*args, **kwargs)
+        margs = [a if not hasattr(a, "tzinfo") else ms(a) for a in args]
+        mkw = {k: (ms(v) if hasattr(v, "tzinfo") else v) for k, v in kwargs.items()}
+        want = getattr(self.model, name.rsplit(".", maxsplit=1)[-1])(*margs, *mkw.values())
+        assert got == want, (name, args, kwargs)
+        return got
+
+    @rule(event=EVENTS, t=TIMES)
+    def buffer(self, event, t):
+        self.same("events.buffer", event, at=at(t))
+
+    @rule(sub=SUBS, t=TIMES)
+    def subscribe(self, sub, t):
+        self.same("events.subscribe", sub, at=at(t))
+
+    @rule(sub=SUBS, t=TIMES)
+    def claim_for(self, sub, t):
+        self.same("events.claim_for", sub, at=at(t))
+
+    @rule(event=EVENTS, t=TIMES)
+    def match_waiter(self, event, t):
+        self.same("events.match_waiter", event, at=at(t))
+
+    @rule(run=RUNS, event=EVENTS, t=TIMES)
+    def deliver_to(self, run, event, t):
+        self.same("events.deliver_to", run, event, at=at(t))
+
+    @rule(event=EVENTS, t=TIMES)
+    def deliver(self, event, t):
+        self.same("events.deliver", event, at=at(t))
+
+    @rule(sub=SUBS, t=TIMES)
+    def wait(self, sub, t):
+        self.same("events.wait", sub, at=at(t))
+
+    @rule(run=RUNS, effect=EFFECTS)
+    def unsubscribe(self, run, effect):
+        self.same("events.unsubscribe", run, effect)
+
+    @rule(run=RUNS, unanswered=EFFECT_LISTS)
+    def unsubscribe_run(self, run, unanswered):
+        self.same("events.unsubscribe_run", run, unanswered)
+
+    @rule(sub=SUBS, t=TIMES)
+    def park_wait(self, sub, t):
+        self.same("events.park_wait", sub, at=at(t))
+
+    @rule(limit=LIMITS)
+    def parked_waits(self, limit):
+        self.same("events.parked_waits", limit)
+
+    @rule(source=SOURCES, id_=IDS)
+    def erase_payload(self, source, id_):
+        self.same("events.erase_payload", source, id_)
+
+    @rule(source=SOURCES, id_=IDS)
+    def minter(self, source, id_):
+        self.same("events.minter", source, id_)
+
+    @rule(t=TIMES, reason=st.sampled_from(["", "late"]))
+    def sweep_unclaimed(self, t, reason):
+        self.same("events.sweep_unclaimed", at(t), reason)
+
+    @rule(limit=LIMITS)
+    def dead_letters(self, limit):
+        self.same("events.dead_letters", limit)
+
+    @rule(limit=LIMITS)
+    def waiting(self, limit):
+        self.same("events.waiting", limit)
+
+    @rule(t=TIMES, limit=LIMITS)
+    def purge(self, t, limit):
+        self.same("events.purge", at(t), limit=limit)
+
+    @rule(run=RUNS)
+    def seal(self, run):
+        self.same("runs.seal", run)
+
+    @rule(run=RUNS)
+    def is_sealed(self, run):
+        self.same("runs.is_sealed", run)
+
+    @rule(run=RUNS, unanswered=EFFECT_LISTS)
+    def close(self, run, unanswered):
+        self.same("runs.close", run, unanswered)
+
+    @rule(timer=TIMERS)
+    def arm(self, timer):
+        got = self.store.timers.arm(timer)
+        assert got == self.model.arm(timer, ms(timer.fire_at))
+
+    @rule(now=NOWS, limit=LIMITS, lease=LEASES)
+    def claim_due(self, now, limit, lease):
+        got = self.store.timers.claim_due(
+            now=at(now), limit=limit, lease=timedelta(milliseconds=lease)
+        )
+        assert got == self.model.claim_due(ms(at(now)), limit, lease)
+
+    @rule(run=RUNS, effect=EFFECTS)
+    def disarm(self, run, effect):
+        self.same("timers.disarm", run, effect)
+
+    @rule(run=RUNS)
+    def disarm_run(self, run):
+        self.same("timers.disarm_run", run)
+
+    @rule(limit=LIMITS)
+    def pending(self, limit):
+        self.same("timers.pending", limit)
+
+    @rule(run=RUNS)
+    def armed(self, run):
+        self.same("timers.armed", run)
+
+    @invariant()
+    def counts_agree(self):
+        assert self.store.events.stats() == self.model.stats()
+        assert self.store.timers.pending_count() == self.model.pending_count()
+        due = self.store.timers.next_due()
+        pending = self.model.pending(1)
+        assert due == (pending[0].fire_at if pending else None)
+
+
+def ms(value: Any) -> int:
+    from agentplane_redis.codec import instant
+
+    return instant("t", value)
+
+
+def getattr_path(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@pytest.mark.parametrize("target", ["fake", "redis7", "valkey8"])
+def test_the_store_behaves_like_the_model(target, servers, request):
+    """Random sequences of every operation give the model's answers and counts."""
+    if target not in request.config.getoption("--backends").split(","):
+        pytest.skip(f"{target} not selected")
+    if target == "fake":
+        client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    else:
+        client = redis.Redis.from_url(servers.get(target).url)
+
+    def make_store() -> RedisStore:
+        # A fresh tenant per example: isolation makes it an empty store.
+        return RedisStore(client, tenant=f"m{next(_tenants)}")
+
+    class Bound(Machine):
+        pass
+
+    Bound.make_store = staticmethod(make_store)
+    soak = request.config.getoption("--soak")
+    run_state_machine_as_test(
+        Bound,
+        settings=settings(
+            max_examples=2000 if soak else 150,
+            stateful_step_count=60 if soak else 40,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            derandomize=not soak,
+        ),
+    )
