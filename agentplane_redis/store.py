@@ -139,22 +139,21 @@ class AsyncRuns(RunOps, AsyncPart):
     __slots__ = ()
 
 
-def store_context(
-    tenant: str, clock: str, timer_lease: object, max_payload_bytes: int, durability: str
-) -> tuple[Context, str]:
-    """The validated options shared by both stores' constructors."""
-    return make_context(tenant, clock, timer_lease, max_payload_bytes), durability_mode(durability)
+D = TypeVar("D", SyncDriver, AsyncDriver)
+EventsT = TypeVar("EventsT", Events, AsyncEvents)
+TimersT = TypeVar("TimersT", Timers, AsyncTimers)
+RunsT = TypeVar("RunsT", Runs, AsyncRuns)
 
 
-class RedisStore:
-    """The event, timer and run stores of one tenant, over a redis-py client.
+class StoreBase(Generic[D, EventsT, TimersT, RunsT]):
+    """The one constructor of both stores: validated options, a driver, three namespaces."""
 
-    Any client works: ``redis.Redis``, ``redis.RedisCluster`` or fakeredis.
-    """
+    _driver_class: type[D]
+    _part_classes: tuple[Callable[[D], EventsT], Callable[[D], TimersT], Callable[[D], RunsT]]
 
     def __init__(
         self,
-        client: redis.Redis | redis.RedisCluster | Any,
+        client: Any,
         *,
         tenant: str = "default",
         clock: str = "server",
@@ -162,19 +161,16 @@ class RedisStore:
         max_payload_bytes: int = ops.DEFAULT_MAX_PAYLOAD,
         durability: str = "fast",
     ) -> None:
-        ctx, mode = store_context(tenant, clock, timer_lease, max_payload_bytes, durability)
-        self._driver = SyncDriver(client, ctx, mode)
-        self.events = Events(self._driver)
-        self.timers = Timers(self._driver)
-        self.runs = Runs(self._driver)
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> RedisStore:
-        """A store over ``redis.Redis.from_url(url)``; options as for the constructor."""
-        return cls(redis.Redis.from_url(url), **options)
+        ctx = make_context(tenant, clock, timer_lease, max_payload_bytes)
+        self._driver: D = self._driver_class(client, ctx, durability_mode(durability))
+        events, timers, runs = self._part_classes
+        self.events: EventsT = events(self._driver)
+        self.timers: TimersT = timers(self._driver)
+        self.runs: RunsT = runs(self._driver)
 
     @property
     def tenant(self) -> str:
+        """The tenant this store serves (trimmed)."""
         return self._driver.ctx.keys.tenant
 
     @property
@@ -184,11 +180,29 @@ class RedisStore:
 
     @property
     def client(self) -> Any:
+        """The redis-py client the store runs on."""
         return self._driver.client
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(tenant={self.tenant!r})"
+
+
+class RedisStore(StoreBase[SyncDriver, Events, Timers, Runs]):
+    """The event, timer and run stores of one tenant, over a redis-py client.
+
+    Any client works: ``redis.Redis``, ``redis.RedisCluster`` or fakeredis.
+    Options: ``tenant``, ``clock`` ("server" or "client"), ``timer_lease``,
+    ``max_payload_bytes``, ``durability`` ("fast" or "acknowledged").
+    """
+
+    _driver_class = SyncDriver
+    _part_classes = (Events, Timers, Runs)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisStore:
+        """A store over ``redis.Redis.from_url(url)``; options as for the constructor."""
+        return cls(redis.Redis.from_url(url), **options)
 
     def close_connection(self) -> None:
         """Close the client's connections."""
         self._driver.client.close()
-
-    def __repr__(self) -> str:
-        return f"RedisStore(tenant={self.tenant!r})"
