@@ -1,0 +1,120 @@
+"""durability="acknowledged" on real servers (contract 7.4)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from agentplane_redis import AsyncRedisStore, DurabilityNotConfirmed, RedisStore
+from agentplane_redis.embedded import Server, ServerUnavailable
+from helpers import at, ev, sub
+
+pytestmark = pytest.mark.real
+
+
+def calls(client: Any, command: str) -> int:
+    stats = client.info("commandstats")
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+@pytest.fixture
+def start(request: pytest.FixtureRequest) -> Iterator[Any]:
+    started: list[Server] = []
+
+    def go(kind: str, **options: Any) -> Server:
+        backend = {"valkey": "valkey8", "redis": "redis7"}[kind]
+        if backend not in request.config.getoption("--backends").split(","):
+            pytest.skip(f"{backend} not selected")
+        try:
+            server = Server(kind, **options).start()
+        except ServerUnavailable as missing:
+            if request.config.getoption("--require-servers"):
+                pytest.fail(str(missing))
+            pytest.skip(str(missing))
+        started.append(server)
+        return server
+
+    yield go
+    for server in started:
+        server.stop()
+
+
+def test_acknowledged_writes_wait_for_the_aof_and_reads_never_wait(start):
+    """With AOF on, each write is confirmed by WAITAOF on its connection; reads send none."""
+    server = start("valkey", appendonly=True)
+    client = redis.Redis.from_url(server.url)
+    store = RedisStore(client, tenant="acme", durability="acknowledged")
+    before = calls(client, "waitaof")
+    assert store.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert store.events.wait(sub("r", "w", "k/1"), at=at(1)).event.id == "e1"
+    assert calls(client, "waitaof") == before + 2
+    store.events.stats()
+    store.events.dead_letters()
+    store.timers.pending()
+    assert calls(client, "waitaof") == before + 2
+
+
+def test_acknowledged_async_confirms_too(start):
+    """The async store probes on first write and confirms each write."""
+    server = start("valkey", appendonly=True)
+    client = redis.Redis.from_url(server.url)
+
+    async def scenario() -> None:
+        store = AsyncRedisStore.from_url(server.url, tenant="acme", durability="acknowledged")
+        assert await store.events.buffer(ev("e1", "k/1"), at=at(0))
+        assert await store.events.deliver(ev("e2", "k/1"), at=at(0))
+        await store.close_connection()
+
+    before = calls(client, "waitaof")
+    asyncio.run(scenario())
+    assert calls(client, "waitaof") == before + 2
+
+
+def test_without_aof_or_replicas_acknowledged_refuses_to_start(start):
+    """Nothing could confirm a write: DurabilityNotConfirmed at construction (or first write)."""
+    server = start("valkey")
+    with pytest.raises(DurabilityNotConfirmed):
+        RedisStore.from_url(server.url, durability="acknowledged")
+
+    async def first_write() -> None:
+        store = AsyncRedisStore.from_url(server.url, durability="acknowledged")
+        try:
+            await store.events.buffer(ev("e1"), at=at(0))
+        finally:
+            await store.close_connection()
+
+    with pytest.raises(DurabilityNotConfirmed):
+        asyncio.run(first_write())
+    assert redis.Redis.from_url(server.url).dbsize() == 0
+
+
+def test_redis_70_without_a_replica_refuses_acknowledged(start):
+    """Redis 7.0 has no WAITAOF: acknowledged needs a replica for WAIT, else refuses."""
+    server = start("redis", appendonly=True)
+    version = redis.Redis.from_url(server.url).info()["redis_version"]
+    if tuple(int(x) for x in version.split(".")[:2]) >= (7, 2):
+        pytest.skip(f"redis {version} has WAITAOF")
+    with pytest.raises(DurabilityNotConfirmed, match="WAIT"):
+        RedisStore.from_url(server.url, durability="acknowledged")
+
+
+def test_redis_70_with_a_replica_confirms_with_wait(start):
+    """With one replica attached, each write is confirmed by WAIT 1."""
+    primary = start("redis", extra=("--repl-diskless-sync-delay", "0"))
+    replica = start("redis", extra=("--replicaof", "127.0.0.1", str(primary.port)))
+    client = redis.Redis.from_url(primary.url)
+    deadline = time.monotonic() + 30
+    while client.info("replication").get("slave0", {}).get("state") != "online":
+        assert time.monotonic() < deadline, "the replica did not come online"
+        time.sleep(0.05)
+    store = RedisStore(client, tenant="acme", durability="acknowledged")
+    before = calls(client, "wait") + calls(client, "waitaof")
+    assert store.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert calls(client, "wait") + calls(client, "waitaof") == before + 1
+    replica_client = redis.Redis.from_url(replica.url)
+    assert replica_client.hlen(store.keys.key("events")) == 1
