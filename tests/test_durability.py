@@ -12,6 +12,7 @@ import redis
 
 from agentplane_redis import AsyncRedisStore, DurabilityNotConfirmed, RedisStore
 from agentplane_redis.embedded import Server, ServerUnavailable
+
 from helpers import at, ev, sub
 
 pytestmark = pytest.mark.real

@@ -6,6 +6,7 @@ import asyncio
 
 from agentplane_redis import Buffered, EventStats
 from agentplane_redis.testing import fake_async_store, fake_server, fake_store
+
 from helpers import ev, sub
 
 pytest_plugins = ["pytester"]
