@@ -12,6 +12,7 @@ the connection that ran the script; pipelines load their scripts first.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -78,13 +79,30 @@ def plan_confirmation(info: dict[str, Any]) -> Confirmation:
     return Confirmation(("WAIT", replicas, CONFIRM_TIMEOUT_MS), 0, replicas)
 
 
+#: Registered scripts per client, so stores of many tenants on one client share them.
+_registered: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def registered_scripts(client: Any) -> dict[str, Any]:
+    """redis-py ``Script`` objects for every operation, registered once per client."""
+    try:
+        return _registered[client]
+    except KeyError:
+        pass
+    except TypeError:  # a client that cannot be weakly referenced: register for this store
+        return {name: client.register_script(s.source) for name, s in catalogue().items()}
+    scripts = {name: client.register_script(s.source) for name, s in catalogue().items()}
+    _registered[client] = scripts
+    return scripts
+
+
 class _Driver:
     def __init__(self, client: Any, ctx: Context, durability: str) -> None:
         self.client = client
         self.ctx = ctx
         self.durability = durability
         self.confirmation: Confirmation | None = None
-        self.scripts = {name: client.register_script(s.source) for name, s in catalogue().items()}
+        self.scripts = registered_scripts(client)
 
     def _confirms(self, call: Call) -> bool:
         return self.durability == "acknowledged" and call.writes
