@@ -34,60 +34,60 @@ return guard(function()
   local bound = "(" .. instant_key(now + 1)
   -- Leases lapsed by now return to the walk first, so it sees every claimable timer.
   local lapsed = redis.call("ZRANGEBYLEX", K.timer_held, "-", bound, "LIMIT", 0, budget)
-  for _, m in ipairs(lapsed) do
-    local tid = string.sub(m, INSTANT_WIDTH + 1)
-    local f = timer_read(tid)
-    if not f then
-      corrupt("index", m, "held index names a timer that is gone")
+  if #lapsed > 0 then
+    local tids, ready = {}, {}
+    for i, m in ipairs(lapsed) do
+      tids[i] = string.sub(m, INSTANT_WIDTH + 1)
     end
-    redis.call("ZREM", K.timer_held, m)
-    redis.call("ZADD", K.timer_ready, 0, due_member(tid, f))
-  end
-  if #lapsed == budget then
-    return { "OK", decimal(now), "1", ARGV[5], ARGV[6], ARGV[7] }
+    for i, f in ipairs(timers_read(tids, lapsed)) do
+      ready[i] = due_member(tids[i], f)
+    end
+    zrem_all(K.timer_held, lapsed)
+    zadd_all(K.timer_ready, ready)
+    if #lapsed == budget then
+      return { "OK", decimal(now), "1", ARGV[5], ARGV[6], ARGV[7] }
+    end
   end
   local start = "-"
   if ARGV[5] ~= "" then
     start = "(" .. instant_key(tonumber(ARGV[5])) .. enc(ARGV[6]) .. enc(ARGV[7])
   end
   local walked = redis.call("ZRANGEBYLEX", K.timer_ready, start, bound, "LIMIT", 0, budget)
-  local rows = {}
+  local tids, runs = {}, {}
   for i, m in ipairs(walked) do
-    rows[i] = { tid = string.sub(m, INSTANT_WIDTH + 1), member = m }
-    rows[i].f = timer_read(rows[i].tid)
-    if not rows[i].f then
-      corrupt("index", m, "ready index names a timer that is gone")
-    end
+    tids[i] = string.sub(m, INSTANT_WIDTH + 1)
+    runs[i] = wid_parts(tids[i])
   end
+  local rows, sealed = timers_read(tids, walked), hmget_all(K.seals, runs)
   local out = { "OK", decimal(now), "0", "", "", "" }
-  local claimed, last = 0, nil
-  for _, r in ipairs(rows) do
-    if claimed == room then
+  local written, taken, held, last = {}, {}, {}, 0
+  for i, f in ipairs(rows) do
+    if #taken == room then
       break
     end
-    last = r
-    local f = r.f
-    local run = wid_parts(r.tid)
-    if redis.call("HEXISTS", K.seals, run) == 1 then
+    last = i
+    if sealed[i] then
       -- A sealed run's timer is retired, held or not, and does not count.
-      timer_delete(r.tid, f)
+      timer_delete(tids[i], f)
     elseif f[T_CLAIMED] == "" or tonumber(f[T_CLAIMED]) + tonumber(f[T_LEASE]) <= now then
-      if f[T_CLAIMED] ~= "" then
-        redis.call("ZREM", K.timer_held, held_member(r.tid, f))
-      end
       f[T_CLAIMED], f[T_LEASE] = decimal(now), decimal(lease)
-      redis.call("HSET", K.timers, r.tid, pack(f))
-      redis.call("ZREM", K.timer_ready, r.member)
-      redis.call("ZADD", K.timer_held, 0, held_member(r.tid, f))
-      out[#out + 1] = timer_reply(r.tid, f)
-      claimed = claimed + 1
+      written[#written + 1] = tids[i]
+      written[#written + 1] = pack(f)
+      taken[#taken + 1] = walked[i]
+      held[#held + 1] = held_member(tids[i], f)
+      out[#out + 1] = timer_reply(tids[i], f)
     end
     -- Otherwise a lease live for this caller's clock (taken by a caller whose
     -- clock runs ahead) is passed over; the cursor resumes after it.
   end
-  if #walked == budget and claimed < room then
-    local run, effect = wid_parts(last.tid)
-    out[3], out[4], out[5], out[6] = "1", decimal(tonumber(last.f[T_FIRE])), run, effect
+  if #taken > 0 then
+    redis.call("HSET", K.timers, unpack(written))
+    zrem_all(K.timer_ready, taken)
+    zadd_all(K.timer_held, held)
+  end
+  if #walked == budget and #taken < room then
+    local run, effect = wid_parts(tids[last])
+    out[3], out[4], out[5], out[6] = "1", decimal(tonumber(rows[last][T_FIRE])), run, effect
   end
   return out
 end)

@@ -26,28 +26,31 @@ return guard(function()
   local dead = redis.call("ZRANGEBYLEX", K.dead, "-", bound, "LIMIT", 0, batch)
   local consumed = redis.call("ZRANGEBYLEX", K.consumed, "-", bound, "LIMIT", 0, batch)
   -- Oldest first across both: merge the two ordered runs by bytes.
-  local chosen, i, j = {}, 1, 1
-  while #chosen < batch and (dead[i] or consumed[j]) do
+  local chosen, states, eids, i, j = { dead = {}, consumed = {} }, {}, {}, 1, 1
+  while #eids < batch and (dead[i] or consumed[j]) do
+    local state, member
     if consumed[j] == nil or (dead[i] ~= nil and bytes_lt(dead[i], consumed[j])) then
-      chosen[#chosen + 1] = { index = K.dead, member = dead[i], state = "dead" }
-      i = i + 1
+      state, member, i = "dead", dead[i], i + 1
     else
-      chosen[#chosen + 1] = { index = K.consumed, member = consumed[j], state = "consumed" }
-      j = j + 1
+      state, member, j = "consumed", consumed[j], j + 1
+    end
+    local list = chosen[state]
+    list[#list + 1] = member
+    eids[#eids + 1] = eid_after(member, 0)
+    states[#eids] = state
+  end
+  -- Rows are removed whole (keys, marks and minter live in the row), so only
+  -- their state is checked.
+  for n, raw in ipairs(hmget_all(K.events, eids)) do
+    if not raw or row_state(raw) ~= states[n] then
+      corrupt("event", eids[n], "retention index names a row in another state")
     end
   end
-  for _, c in ipairs(chosen) do
-    c.eid = eid_after(c.member, 0)
-    local f = event_read(c.eid)
-    if not f or f[E_STATE] ~= c.state then
-      corrupt("index", c.member, "retention index names a row in another state")
-    end
+  if #eids > 0 then
+    zrem_all(K.dead, chosen.dead)
+    zrem_all(K.consumed, chosen.consumed)
+    redis.call("HDEL", K.events, unpack(eids))
+    redis.call("HDEL", K.payloads, unpack(eids))
   end
-  for _, c in ipairs(chosen) do
-    local key = c.index
-    redis.call("ZREM", key, c.member)
-    redis.call("HDEL", K.events, c.eid)
-    redis.call("HDEL", K.payloads, c.eid)
-  end
-  return { "OK", #chosen }
+  return { "OK", #eids }
 end)

@@ -27,17 +27,31 @@ return guard(function()
   local older_than, reason, batch = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
   -- Retired rows leave the live index, so every step starts from the oldest.
   local members = redis.call("ZRANGEBYLEX", K.live, "-", "(" .. instant_key(older_than + 1), "LIMIT", 0, batch)
-  local rows = {}
+  local eids = {}
   for i, m in ipairs(members) do
-    local eid = eid_after(m, 0)
-    local f = event_read(eid)
-    if not f or f[E_STATE] ~= "live" then
-      corrupt("index", m, "live index names a row that is not live")
-    end
-    rows[i] = { eid = eid, f = f }
+    eids[i] = eid_after(m, 0)
   end
-  for _, r in ipairs(rows) do
-    kill(r.eid, r.f, reason)
+  local raws, rows = hmget_all(K.events, eids), {}
+  for i, eid in ipairs(eids) do
+    local f = raws[i] and event_parse(eid, raws[i])
+    if not f or f[E_STATE] ~= "live" then
+      corrupt("index", members[i], "live index names a row that is not live")
+    end
+    rows[i] = f
+  end
+  -- live -> dead, for the whole batch in a fixed number of calls.
+  local acc, written, dead = live_entries(), {}, {}
+  for i, f in ipairs(rows) do
+    live_collect(acc, eids[i], f)
+    f[E_STATE], f[E_REASON] = "dead", reason
+    written[#written + 1] = eids[i]
+    written[#written + 1] = pack(f)
+    dead[i] = members[i]
+  end
+  if #rows > 0 then
+    live_apply(acc, false)
+    redis.call("HSET", K.events, unpack(written))
+    zadd_all(K.dead, dead)
   end
   return { "OK", #rows }
 end)

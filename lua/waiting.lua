@@ -17,14 +17,23 @@ local K = {
 
 return guard(function()
   local limit = tonumber(ARGV[1])
-  local out = { "OK" }
-  for _, m in ipairs(redis.call("ZRANGE", K.wait_order, 0, limit - 1)) do
-    local parts = take(m, INSTANT_WIDTH + 1, 4)
-    local attrs = parts and wait_read(parts[1] .. parts[2])
-    if not attrs then
-      corrupt("wait key", m, "order entry of an unregistered wait")
+  local members = redis.call("ZRANGE", K.wait_order, 0, limit - 1)
+  local parts, wids = {}, {}
+  for i, m in ipairs(members) do
+    parts[i] = take(m, INSTANT_WIDTH + 1, 4)
+    if not parts[i] then
+      corrupt("wait key", m, "bad member")
     end
-    out[#out + 1] = { dec(parts[1]), dec(parts[2]), pack(attrs), dec(parts[3]), dec(parts[4]) }
+    wids[i] = parts[i][1] .. parts[i][2]
+  end
+  -- Read-only: attributes go back as stored; Python decodes and checks them.
+  local out = { "OK" }
+  for i, raw in ipairs(hmget_all(K.waits, wids)) do
+    if not raw then
+      corrupt("wait key", members[i], "order entry of an unregistered wait")
+    end
+    local p = parts[i]
+    out[i + 1] = { dec(p[1]), dec(p[2]), raw, dec(p[3]), dec(p[4]) }
   end
   return out
 end)

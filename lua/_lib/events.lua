@@ -57,12 +57,8 @@ local function event_fault(f)
   return nil
 end
 
--- The row of eid, checked, or nil when there is none.
-local function event_read(eid)
-  local raw = redis.call("HGET", K.events, eid)
-  if not raw then
-    return nil
-  end
+-- A stored row's fields, checked (corruption aborts the script).
+local function event_parse(eid, raw)
   local f = unpack_row(raw)
   local fault = "not a row"
   if f then
@@ -72,6 +68,15 @@ local function event_read(eid)
     corrupt("event", eid, fault)
   end
   return f
+end
+
+-- The row of eid, checked, or nil when there is none.
+local function event_read(eid)
+  local raw = redis.call("HGET", K.events, eid)
+  if not raw then
+    return nil
+  end
+  return event_parse(eid, raw)
 end
 
 local function event_write(eid, f)
@@ -104,23 +109,34 @@ local function event_has_key(f, nv_set)
   return false
 end
 
--- Adds (add = true) or removes the live index entries of a row.
-local function live_index(eid, f, add)
+-- Collects the live index entries of rows, to add or remove them together.
+local function live_entries()
+  return { live = {}, by_key = {}, by_sender = {} }
+end
+
+local function live_collect(acc, eid, f)
   local at = instant_key(tonumber(f[E_RECEIVED]))
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
-  local function put(key, m)
-    if add then
-      redis.call("ZADD", key, 0, m)
-    else
-      redis.call("ZREM", key, m)
-    end
-  end
-  put(K.live, at .. eid)
+  acc.live[#acc.live + 1] = at .. eid
   for i = E_KEYS, #f, 2 do
     local nv = enc(f[i]) .. enc(f[i + 1])
-    put(K.live_by_key, kind .. nv .. at .. eid)
-    put(K.live_by_sender, kind .. source .. nv .. at .. eid)
+    acc.by_key[#acc.by_key + 1] = kind .. nv .. at .. eid
+    acc.by_sender[#acc.by_sender + 1] = kind .. source .. nv .. at .. eid
   end
+end
+
+local function live_apply(acc, add)
+  local apply = add and zadd_all or zrem_all
+  apply(K.live, acc.live)
+  apply(K.live_by_key, acc.by_key)
+  apply(K.live_by_sender, acc.by_sender)
+end
+
+-- Adds (add = true) or removes the live index entries of one row.
+local function live_index(eid, f, add)
+  local acc = live_entries()
+  live_collect(acc, eid, f)
+  live_apply(acc, add)
 end
 
 local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state, run, effect, targeted)

@@ -9,11 +9,8 @@
 
 local T_FIRE, T_STEP, T_PHASE, T_CASE, T_CLAIMED, T_LEASE = 2, 3, 4, 5, 6, 7
 
-local function timer_read(tid)
-  local raw = redis.call("HGET", K.timers, tid)
-  if not raw then
-    return nil
-  end
+-- A stored timer row's fields, checked (corruption aborts the script).
+local function timer_parse(tid, raw)
   local f = unpack_row(raw)
   local ok = f and #f == 7 and f[1] == "t1" and is_instant(f[T_FIRE]) and is_step(f[T_STEP])
     and is_phase(f[T_PHASE])
@@ -25,6 +22,23 @@ local function timer_read(tid)
     corrupt("timer", tid, "bad timer row")
   end
   return f
+end
+
+local function timer_read(tid)
+  local raw = redis.call("HGET", K.timers, tid)
+  return raw and timer_parse(tid, raw) or nil
+end
+
+-- The checked rows of many timers, read in one call; corrupt when one is gone.
+local function timers_read(tids, members)
+  local rows = {}
+  for i, raw in ipairs(hmget_all(K.timers, tids)) do
+    if not raw then
+      corrupt("index", members[i], "timer index names a timer that is gone")
+    end
+    rows[i] = timer_parse(tids[i], raw)
+  end
+  return rows
 end
 
 local function due_member(tid, f)
