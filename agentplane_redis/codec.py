@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn
 
 from .errors import CorruptRow, InvalidInput
-from .keys import split_components, unpack_row
+from .keys import unpack_row
 from .model import (
     JSON,
     CorrelationKey,
@@ -254,18 +254,11 @@ def fail_corrupt(what: str, detail: str) -> NoReturn:
     raise CorruptRow(what, detail)
 
 
-def _describe_member(member: bytes) -> str:
-    try:
-        return repr(tuple(split_components(member)))
-    except (ValueError, UnicodeDecodeError):
-        return repr(member)
-
-
 def check_status(reply: Sequence[Any]) -> str:
     """The leading status of a reply; a CORRUPT reply raises CorruptRow."""
     status = text(reply[0])
     if status == "CORRUPT":
-        fail_corrupt(f"{text(reply[1])} {_describe_member(raw(reply[2]))}", text(reply[3]))
+        fail_corrupt(f"{text(reply[1])} {text(reply[2])}", text(reply[3]))
     return status
 
 

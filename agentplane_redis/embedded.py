@@ -148,6 +148,16 @@ class Server:
                 self.process.wait()
         self.process = None
 
+    def restart(self, timeout: float = 15.0) -> Server:
+        """Stop the process and start it again on the same port and folder."""
+        self._kill()
+        self.process = subprocess.Popen(
+            self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        if not self._wait_ready(timeout):
+            raise RuntimeError(f"{self.kind} server did not restart: {self.log()}")
+        return self
+
     def stop(self) -> None:
         self._kill()
         if self.folder:

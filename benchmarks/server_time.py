@@ -24,8 +24,10 @@ from agentplane_redis.drivers import registered_scripts
 from agentplane_redis.embedded import Server
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-PAYLOAD = {"order": "A-1", "lines": [{"sku": f"sku-{n}", "qty": n, "note": "x" * 40}
-                                     for n in range(30)]}
+PAYLOAD = {
+    "order": "A-1",
+    "lines": [{"sku": f"sku-{n}", "qty": n, "note": "x" * 40} for n in range(30)],
+}
 
 
 def at(ms: int) -> datetime:
@@ -33,14 +35,22 @@ def at(ms: int) -> datetime:
 
 
 def event(n: int) -> InboundEvent:
-    keys = (CorrelationKey("order", f"A-{n}"), CorrelationKey("customer", f"C-{n % 97}"),
-            CorrelationKey("invoice", f"I-{n}"))
+    keys = (
+        CorrelationKey("order", f"A-{n}"),
+        CorrelationKey("customer", f"C-{n % 97}"),
+        CorrelationKey("invoice", f"I-{n}"),
+    )
     return InboundEvent("stripe", f"evt_{n}", "payment.settled", PAYLOAD, keys)
 
 
 def wait(n: int, run: str = "run") -> Subscription:
-    return Subscription(f"{run}-{n}", "await-payment", "payment.settled",
-                        (CorrelationKey("order", f"A-{n}"),), step=3)
+    return Subscription(
+        f"{run}-{n}",
+        "await-payment",
+        "payment.settled",
+        (CorrelationKey("order", f"A-{n}"),),
+        step=3,
+    )
 
 
 def workload(store: RedisStore, n: int) -> None:
@@ -117,8 +127,9 @@ def main() -> None:
         values = sorted(durations[name])
         p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
         worst = max(worst, p99)
-        print(f"{name:18} {len(values):7d} {statistics.median(values):6.0f} {p99:6d} "
-              f"{values[-1]:6d}")
+        print(
+            f"{name:18} {len(values):7d} {statistics.median(values):6.0f} {p99:6d} {values[-1]:6d}"
+        )
     print(f"worst p99: {worst:.0f} us (target 500)")
 
 

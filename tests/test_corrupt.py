@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentplane_redis import CorruptRow
+from agentplane_redis import CorruptRow, RedisStore
 from agentplane_redis.keys import event_id, pack_row, tuple_member, unpack_row
 
 from helpers import at, ev, sub
@@ -119,3 +119,17 @@ def test_a_dangling_index_entry_is_reported(store, raw):
     with pytest.raises(CorruptRow):
         store.events.sweep_unclaimed(at(5))
     assert snapshot(raw) == before
+
+
+def test_corruption_is_reported_through_a_decoding_client():
+    """With decode_responses=True, a damaged row with NULs in its id is still CorruptRow."""
+    import fakeredis
+
+    server = fakeredis.FakeServer()
+    store = RedisStore(fakeredis.FakeRedis(server=server, decode_responses=True), tenant="t")
+    store.events.buffer(ev("i\x00", "k/1", source="s\x00"), at=at(0))
+    fakeredis.FakeRedis(server=server).hset(
+        store.keys.key("events"), event_id("s\x00", "i\x00"), b"junk"
+    )
+    with pytest.raises(CorruptRow, match=r"s\\x00\\xff\|i\\x00\\xff\|"):
+        store.events.minter("s\x00", "i\x00")

@@ -13,7 +13,7 @@ import redis
 from agentplane_redis import AsyncRedisStore, DurabilityNotConfirmed, RedisStore
 from agentplane_redis.embedded import Server, ServerUnavailable
 
-from helpers import at, ev, sub
+from helpers import at, ev, sub, timer
 
 pytestmark = pytest.mark.real
 
@@ -119,3 +119,25 @@ def test_redis_70_with_a_replica_confirms_with_wait(start):
     assert calls(client, "wait") + calls(client, "waitaof") == before + 1
     replica_client = redis.Redis.from_url(replica.url)
     assert replica_client.hlen(store.keys.key("events")) == 1
+
+
+def test_acknowledged_pipelines_load_scripts_after_a_flush(start):
+    """NOSCRIPT cannot be handled inside a pipeline: the scripts are loaded first."""
+    server = start("valkey", appendonly=True)
+    client = redis.Redis.from_url(server.url)
+    store = RedisStore(client, tenant="acme", durability="acknowledged")
+    client.script_flush()
+    assert store.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert store.events.wait(sub("r", "w", "k/1"), at=at(1)).event.id == "e1"
+
+
+@pytest.mark.parametrize("kind", ["valkey", "redis"])
+def test_a_server_restart_empties_the_script_cache_and_calls_go_on(start, kind):
+    """After a restart (AOF on) the data is back and the next call reloads its script."""
+    server = start(kind, appendonly=True, extra=("--appendfsync", "always"))
+    store = RedisStore.from_url(server.url, tenant="acme")
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.timers.arm(timer("r", "t", 0))
+    server.restart()
+    assert store.events.wait(sub("r", "w", "k/1"), at=at(1)).event.id == "e1"
+    assert [t.effect for t in store.timers.claim_due(now=at(0))] == ["t"]

@@ -224,15 +224,33 @@ def getattr_path(obj: Any, path: str) -> Any:
     return obj
 
 
-@pytest.mark.parametrize("target", ["fake", "redis7", "valkey8"])
-def test_the_store_behaves_like_the_model(target, servers, request):
+CLIENTS = {
+    "resp2": {},
+    # Replies must not depend on the protocol, nor on the client decoding them.
+    "resp3": {"protocol": 3},
+    "decoded": {"decode_responses": True},
+}
+
+
+@pytest.mark.parametrize(
+    ("target", "client_options"),
+    [
+        ("fake", "resp2"),
+        ("redis7", "resp2"),
+        ("valkey8", "resp2"),
+        ("redis7", "resp3"),
+        ("valkey8", "resp3"),
+        ("valkey8", "decoded"),
+    ],
+)
+def test_the_store_behaves_like_the_model(target, client_options, servers, request):
     """Random sequences of every operation give the model's answers and counts."""
     if target not in request.config.getoption("--backends").split(","):
         pytest.skip(f"{target} not selected")
     if target == "fake":
         client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     else:
-        client = redis.Redis.from_url(servers.get(target).url)
+        client = redis.Redis.from_url(servers.get(target).url, **CLIENTS[client_options])
 
     def make_store() -> RedisStore:
         # A fresh tenant per example: isolation makes it an empty store.

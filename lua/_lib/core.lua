@@ -7,13 +7,22 @@ local function corrupt(what, id, detail)
   error({ agentplane_corrupt = what, id = id, detail = detail or "" }, 0)
 end
 
+-- A member or id as printable ASCII: each component ends in "|", other bytes
+-- outside space..tilde are written \xNN, so any client can decode the reply.
+local function printable(s)
+  s = string.gsub(s, "%z\1", "|")
+  return (string.gsub(s, "[^ -~]", function(c)
+    return string.format("\\x%02x", string.byte(c))
+  end))
+end
+
 local function guard(body)
   local ok, res = pcall(body)
   if ok then
     return res
   end
   if type(res) == "table" and res.agentplane_corrupt then
-    return { "CORRUPT", res.agentplane_corrupt, res.id, res.detail }
+    return { "CORRUPT", res.agentplane_corrupt, printable(res.id), res.detail }
   end
   error(res, 0)
 end
