@@ -106,3 +106,19 @@ def test_lua_and_python_encode_alike(raw, parts, ms):
     decoded = raw.eval(LUA_DECODE, 0, tuple_member(parts), len(parts))
     assert [d.decode("utf-8") for d in decoded] == parts
     assert component(parts[0]).endswith(b"\x00\x01")
+
+
+@given(st.text(st.characters(codec="utf-8", exclude_characters="/:{}"), min_size=1, max_size=20))
+def test_every_key_of_a_tenant_lands_in_one_cluster_slot(name):
+    """The hash tag puts a tenant's keys, every script's KEYS with them, in one slot."""
+    from redis.crc import key_slot
+
+    from agentplane_redis.codec import InvalidInput
+    from agentplane_redis.keys import validate_tenant
+
+    try:
+        tenant = validate_tenant(name)
+    except InvalidInput:
+        return
+    slots = {key_slot(k.encode()) for k in TenantKeys(tenant).all()}
+    assert len(slots) == 1
