@@ -9,6 +9,7 @@ Redis, and no clock is read for it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -67,9 +68,7 @@ class Context:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
 
     def call(self, script: str, args: Sequence[Arg], *, writes: bool = True) -> Call:
-        return Call(
-            script, tuple(self.keys.for_roles(catalogue()[script].roles)), tuple(args), writes
-        )
+        return Call(script, script_keys(self.keys, script), tuple(args), writes)
 
     def at(self, name: str, value: datetime | None) -> str:
         """The instant argument of a script: the caller's, the local clock, or ""
@@ -79,6 +78,12 @@ class Context:
         if self.clock == "client":
             return str(codec.instant(name, datetime.now(timezone.utc)))
         return ""
+
+
+@functools.lru_cache(maxsize=4096)
+def script_keys(keys: TenantKeys, script: str) -> tuple[str, ...]:
+    """The KEYS of one script for one tenant, in its header's order."""
+    return tuple(keys.for_roles(catalogue()[script].roles))
 
 
 @dataclass(frozen=True, slots=True)
