@@ -369,8 +369,8 @@ def subscription_reply(reply: Sequence[Any]) -> Subscription:
     return subscription(reply[0], reply[1], reply[2], reply[3])
 
 
-def timer_row(run: str, effect: str, row: object) -> tuple[Timer, int | None, int | None]:
-    """A stored timer, with its claimed_at and lease (ms) when held."""
+def timer_row(run: str, effect: str, row: object) -> Timer:
+    """A stored timer; its claim, if any, is checked too."""
     what = f"timer ({run!r}, {effect!r})"
     f = _fields(what, row, b"t1", 7)
     fire_at = stored_instant(what, f[1].encode())
@@ -382,12 +382,11 @@ def timer_row(run: str, effect: str, row: object) -> tuple[Timer, int | None, in
         stored_phase(what, f[3].encode()),
         f[4] or None,
     )
-    if not f[5] and not f[6]:
-        return timer, None, None
-    claimed = _stored_instant(what, f[5].encode())
-    if not f[6].isdigit() or not f[6].isascii() or int(f[6]) < 1:
-        fail_corrupt(what, f"lease {f[6]!r} is not a positive integer")
-    return timer, claimed, int(f[6])
+    if f[5] or f[6]:
+        _stored_instant(what, f[5].encode())
+        if not f[6].isdigit() or not f[6].isascii() or int(f[6]) < 1:
+            fail_corrupt(what, f"lease {f[6]!r} is not a positive integer")
+    return timer
 
 
 def minter_operator(fields: list[str]) -> Operator | None:

@@ -395,7 +395,7 @@ def pending_count(ctx: Context) -> Plan[int]:
 
 
 def _timers(rows: Sequence[Any]) -> list[Timer]:
-    return [codec.timer_row(text(r[0]), text(r[1]), r[2])[0] for r in rows]
+    return [codec.timer_row(text(r[0]), text(r[1]), r[2]) for r in rows]
 
 
 def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:

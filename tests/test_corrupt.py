@@ -133,3 +133,30 @@ def test_corruption_is_reported_through_a_decoding_client():
     )
     with pytest.raises(CorruptRow, match=r"s\\x00\\xff\|i\\x00\\xff\|"):
         store.events.minter("s\x00", "i\x00")
+
+
+@pytest.mark.parametrize(
+    ("index", "value"),
+    [(1, b"soon"), (2, b"-1"), (3, b"Compensating"), (5, b"12"), (6, b"0"), (0, b"t2")],
+)
+def test_a_damaged_timer_is_refused(store, raw, index, value):
+    """Bad fire_at, step, phase, or half a claim: CorruptRow from every timer operation."""
+    from helpers import timer
+
+    store.timers.arm(timer("r", "t", 0))
+    key, tid = store.keys.key("timers"), tuple_member(("r", "t"))
+    fields = unpack_row(raw.hget(key, tid))
+    fields[index] = value
+    raw.hset(key, tid, pack_row(fields))
+    before = snapshot(raw)
+    for call in (
+        lambda: store.timers.pending(),
+        lambda: store.timers.armed("r"),
+        lambda: store.timers.claim_due(now=at(10)),
+        lambda: store.timers.disarm("r", "t"),
+        lambda: store.timers.disarm_run("r"),
+        lambda: store.runs.close("r"),
+    ):
+        with pytest.raises(CorruptRow):
+            call()
+        assert snapshot(raw) == before
