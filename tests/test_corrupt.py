@@ -150,7 +150,7 @@ def test_a_damaged_timer_is_refused(store, raw, index, value):
     raw.hset(key, tid, pack_row(fields))
     before = snapshot(raw)
     for call in (
-        lambda: store.timers.pending(),
+        store.timers.pending,
         lambda: store.timers.armed("r"),
         lambda: store.timers.claim_due(now=at(10)),
         lambda: store.timers.disarm("r", "t"),
