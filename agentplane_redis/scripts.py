@@ -5,9 +5,10 @@ pulled in with a line ``--@include _lib/name.lua``. Expansion is static and
 deterministic, so a script's SHA never changes at runtime. An include that is
 missing or circular is an error; one repeated is expanded once.
 
-The header names each key by role (``-- KEYS[1] events: ...``); callers pass
-``TenantKeys.for_roles(script.roles)``, so the key count and order cannot drift
-from the script.
+The header names each key by role (``-- KEYS[1] events: ...``). The loader
+binds them, right after the header, as ``local K = { events = KEYS[1], ... }``,
+and callers pass ``TenantKeys.for_roles(script.roles)``: the header is the one
+statement of a script's keys, so their count and order cannot drift.
 """
 
 from __future__ import annotations
@@ -92,9 +93,17 @@ def header_roles(text: str, name: str) -> tuple[str, ...]:
     return tuple(roles)
 
 
+def bind_keys(text: str, roles: tuple[str, ...]) -> str:
+    """The script with its header's keys bound to ``K`` right after the header."""
+    header, _, body = text.partition("\n\n")
+    fields = "".join(f"  {role} = KEYS[{i}],\n" for i, role in enumerate(roles, 1))
+    return f"{header}\n\nlocal K = {{\n{fields}}}\n\n{body}"
+
+
 def load(root: Path, name: str) -> LuaScript:
     text = expand(root, f"{name}.lua")
-    return LuaScript(name=name, roles=header_roles(text, name), source=text)
+    roles = header_roles(text, name)
+    return LuaScript(name=name, roles=roles, source=bind_keys(text, roles))
 
 
 @cache

@@ -14,14 +14,6 @@
 -- Returns: {"NEW"} | {"SEEN"}
 -- Errors: none
 
-local K = {
-  timers = KEYS[1],
-  timer_due = KEYS[2],
-  timer_ready = KEYS[3],
-  timer_held = KEYS[4],
-  timer_run = KEYS[5],
-}
-
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/timers.lua

@@ -10,14 +10,6 @@
 -- Returns: {"NEW", at} | {"SEEN", at}
 -- Errors: none
 
-local K = {
-  events = KEYS[1],
-  payloads = KEYS[2],
-  live = KEYS[3],
-  live_by_key = KEYS[4],
-  live_by_sender = KEYS[5],
-}
-
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/events.lua

@@ -16,15 +16,6 @@
 -- Returns: {"OK", now, more "1"/"0", last fire_at, last run, last effect, {run, effect, timer row}, ...}
 -- Errors: CORRUPT
 
-local K = {
-  seals = KEYS[1],
-  timers = KEYS[2],
-  timer_due = KEYS[3],
-  timer_ready = KEYS[4],
-  timer_held = KEYS[5],
-  timer_run = KEYS[6],
-}
-
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/timers.lua

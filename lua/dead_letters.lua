@@ -7,12 +7,6 @@
 -- Returns: {"OK", {event row, has payload "1"/"0", payload JSON}, ...}
 -- Errors: CORRUPT
 
-local K = {
-  events = KEYS[1],
-  payloads = KEYS[2],
-  dead = KEYS[3],
-}
-
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/events.lua

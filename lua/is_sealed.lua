@@ -5,8 +5,4 @@
 -- Returns: {"OK", 1 | 0}
 -- Errors: none
 
-local K = {
-  seals = KEYS[1],
-}
-
 return { "OK", redis.call("HEXISTS", K.seals, ARGV[1]) }

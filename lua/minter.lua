@@ -6,10 +6,6 @@
 -- Returns: {"ROW", event row} | {"NONE"}
 -- Errors: CORRUPT
 
-local K = {
-  events = KEYS[1],
-}
-
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/events.lua

@@ -4,8 +4,4 @@
 -- Returns: {"OK", count}
 -- Errors: none
 
-local K = {
-  timers = KEYS[1],
-}
-
 return { "OK", redis.call("HLEN", K.timers) }

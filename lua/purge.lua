@@ -9,13 +9,6 @@
 -- Returns: {"OK", rows removed}
 -- Errors: CORRUPT
 
-local K = {
-  events = KEYS[1],
-  payloads = KEYS[2],
-  dead = KEYS[3],
-  consumed = KEYS[4],
-}
-
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/events.lua

@@ -9,15 +9,6 @@
 -- Returns: {"OK", live, claimed, consumed, dead, waits, parked}
 -- Errors: none
 
-local K = {
-  live = KEYS[1],
-  ledger = KEYS[2],
-  consumed = KEYS[3],
-  dead = KEYS[4],
-  waits = KEYS[5],
-  marks = KEYS[6],
-}
-
 return {
   "OK",
   redis.call("ZCARD", K.live),

@@ -13,17 +13,6 @@
 -- Returns: {"OK", at}
 -- Errors: CORRUPT
 
-local K = {
-  waits = KEYS[1],
-  wait_keys = KEYS[2],
-  wait_order = KEYS[3],
-  electable = KEYS[4],
-  electable_by_sender = KEYS[5],
-  marks = KEYS[6],
-  mark_index = KEYS[7],
-  seals = KEYS[8],
-}
-
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/waits.lua

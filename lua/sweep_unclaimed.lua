@@ -11,14 +11,6 @@
 -- Returns: {"OK", rows retired}
 -- Errors: CORRUPT
 
-local K = {
-  events = KEYS[1],
-  live = KEYS[2],
-  live_by_key = KEYS[3],
-  live_by_sender = KEYS[4],
-  dead = KEYS[5],
-}
-
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/events.lua

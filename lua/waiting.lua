@@ -6,11 +6,6 @@
 -- Returns: {"OK", {run, effect, attributes row, namespace, value}, ...}
 -- Errors: CORRUPT
 
-local K = {
-  waits = KEYS[1],
-  wait_order = KEYS[2],
-}
-
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/waits.lua

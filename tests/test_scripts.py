@@ -115,7 +115,8 @@ def test_header_follows_the_grammar(name):
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_keys_are_bound_once_by_role_in_header_order(name):
-    """The K table binds KEYS[i] to exactly the header's roles, in order."""
+    """The loader binds KEYS[i] to exactly the header's roles, in order; files never do."""
+    assert "= KEYS[" not in (lua_root() / f"{name}.lua").read_text()
     script = load(lua_root(), name)
     bound = re.findall(r"^  ([a-z_]+) = KEYS\[(\d+)\],$", script.source, re.M)
     assert [(r, str(i)) for i, r in enumerate(script.roles, 1)] == bound
