@@ -32,10 +32,5 @@ return guard(function()
   local at = instant_arg(ARGV[1])
   local sub = sub_args()
   local attrs = register(sub.run, sub.wid, sub.attrs, sub.nv, at, true)
-  local eid, f = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at)
-  if not eid then
-    return { "MISS", decimal(at) }
-  end
-  local reply = event_reply(eid, f)
-  return { "HIT", decimal(at), reply[1], reply[2], reply[3] }
+  return claim_reply(sub, attrs, at)
 end)

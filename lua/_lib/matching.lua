@@ -51,6 +51,16 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at)
   return nil
 end
 
+-- claim_for's and wait's reply for the subscription of sub_args.
+local function claim_reply(sub, attrs, at)
+  local eid, f = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at)
+  if not eid then
+    return { "MISS", decimal(at) }
+  end
+  local reply = event_reply(eid, f)
+  return { "HIT", decimal(at), reply[1], reply[2], reply[3] }
+end
+
 -- match_waiter: elects the oldest unparked, unsealed wait for a live row, holds
 -- the row for it and returns its Subscription reply, or nil (nothing written).
 -- Parked waits and sealed runs' waits are not in the election indexes, so the
