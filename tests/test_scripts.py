@@ -202,3 +202,23 @@ def test_the_key_guard_catches_an_undeclared_key():
     with pytest.raises(Exception, match="undeclared key"):
         client.eval(PRELUDE + 'return redis.call("GET", "elsewhere")', 1, "mine")
     assert client.eval(PRELUDE + "return redis.call('SET', KEYS[1], 1)", 1, "mine") == b"OK"
+
+
+def test_long_lists_go_to_variadic_commands_in_chunks(raw):
+    """Lists longer than Lua can unpack at once (listings with a large limit) still work."""
+    codec = expand(lua_root(), "_lib/codec.lua")
+    n = 9000
+    raw.hset("h", mapping={f"f{i}": i for i in range(n)})
+    got = raw.eval(codec + """
+        local fields, members = {}, {}
+        for i = 1, tonumber(ARGV[1]) do
+          fields[i] = "f" .. (i - 1)
+          members[i] = "m" .. i
+        end
+        zadd_all(KEYS[2], members)
+        local added = redis.call("ZCARD", KEYS[2])
+        local values = hmget_all(KEYS[1], fields)
+        zrem_all(KEYS[2], members)
+        return { #values, values[1], values[#values], added, redis.call("ZCARD", KEYS[2]) }
+    """, 2, "h", "z", n)
+    assert got == [n, b"0", str(n - 1).encode(), n, 0]

@@ -144,30 +144,36 @@ local function with_prefix(key, prefix, limit)
   return redis.call("ZRANGEBYLEX", key, "[" .. prefix, "(" .. prefix .. "\255")
 end
 
--- One ZADD (score 0) or ZREM for a whole list of members: a step's cost is
--- dominated by calls, not by members.
+-- Variadic commands for whole lists, so a step's cost is not dominated by
+-- calls. Lists go in chunks: Lua 5.1 unpacks a few thousand values at most.
+local CHUNK = 1000
+
 local function zadd_all(key, members)
-  if #members > 0 then
-    local args = {}
-    for i, m in ipairs(members) do
-      args[2 * i - 1], args[2 * i] = 0, m
-    end
-    redis.call("ZADD", key, unpack(args))
+  local args = {}
+  for i, m in ipairs(members) do
+    args[2 * i - 1], args[2 * i] = 0, m
+  end
+  for first = 1, #args, 2 * CHUNK do
+    redis.call("ZADD", key, unpack(args, first, math.min(first + 2 * CHUNK - 1, #args)))
   end
 end
 
 local function zrem_all(key, members)
-  if #members > 0 then
-    redis.call("ZREM", key, unpack(members))
+  for first = 1, #members, CHUNK do
+    redis.call("ZREM", key, unpack(members, first, math.min(first + CHUNK - 1, #members)))
   end
 end
 
--- The values of many hash fields in one call (false where absent).
+-- The values of many hash fields (false where absent), in order.
 local function hmget_all(key, fields)
-  if #fields == 0 then
-    return {}
+  local out = {}
+  for first = 1, #fields, CHUNK do
+    local part = redis.call("HMGET", key, unpack(fields, first, math.min(first + CHUNK - 1, #fields)))
+    for i = 1, #part do
+      out[first + i - 1] = part[i]
+    end
   end
-  return redis.call("HMGET", key, unpack(fields))
+  return out
 end
 
 -- The second field of a row (an event's state) without reading the rest.
