@@ -209,7 +209,9 @@ def test_long_lists_go_to_variadic_commands_in_chunks(raw):
     codec = expand(lua_root(), "_lib/codec.lua")
     n = 9000
     raw.hset("h", mapping={f"f{i}": i for i in range(n)})
-    got = raw.eval(codec + """
+    got = raw.eval(
+        codec
+        + """
         local fields, members = {}, {}
         for i = 1, tonumber(ARGV[1]) do
           fields[i] = "f" .. (i - 1)
@@ -220,5 +222,10 @@ def test_long_lists_go_to_variadic_commands_in_chunks(raw):
         local values = hmget_all(KEYS[1], fields)
         zrem_all(KEYS[2], members)
         return { #values, values[1], values[#values], added, redis.call("ZCARD", KEYS[2]) }
-    """, 2, "h", "z", n)
+    """,
+        2,
+        "h",
+        "z",
+        n,
+    )
     assert got == [n, b"0", str(n - 1).encode(), n, 0]
