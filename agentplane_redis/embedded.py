@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from .errors import AgentplaneRedisError
 
-class ServerUnavailable(RuntimeError):
+
+class ServerUnavailable(AgentplaneRedisError, RuntimeError):
     """The requested server binary is not installed."""
 
 

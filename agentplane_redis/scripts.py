@@ -20,13 +20,14 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from .errors import AgentplaneRedisError
 from .keys import ROLES
 
 _INCLUDE = re.compile(r"^--@include\s+(\S+)\s*$")
 _KEYS_LINE = re.compile(r"^-- KEYS\[(\d+)\] ([a-z_]+):")
 
 
-class ScriptError(Exception):
+class ScriptError(AgentplaneRedisError):
     """A script file that cannot be loaded (a packaging or development error)."""
 
 

@@ -8,11 +8,19 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from workers import arm_backlog, claim_then_die, deliver_events, register_waits, sweep_timers
+from workers import (
+    arm_backlog,
+    buffer_same_pairs,
+    claim_then_die,
+    deliver_distinct,
+    deliver_events,
+    register_waits,
+    sweep_timers,
+)
 
 from agentplane_redis import RedisStore
 
-from helpers import at
+from helpers import at, sub
 
 pytestmark = pytest.mark.real
 SPAWN = multiprocessing.get_context("spawn")
@@ -116,3 +124,25 @@ def test_a_killed_claimants_timers_fire_again_once_after_the_lease(url):
     claims = Counter(tid for _, _, tid in results)
     assert set(claims) == set(held)
     assert max(claims.values()) == 1
+
+
+def test_concurrent_buffers_of_one_pair_store_it_once(url):
+    """4 processes buffer the same 100 pairs: exactly one True per pair."""
+    out = SPAWN.Queue()
+    results = run_all([(buffer_same_pairs, (url, "same", f"b{i}", 100)) for i in range(4)], out)
+    stored = Counter(event_id for _, event_id, _ in results)
+    assert len(stored) == 100
+    assert set(stored.values()) == {1}
+    assert RedisStore.from_url(url, tenant="same").events.stats().live == 100
+
+
+def test_distinct_events_racing_for_one_wait_resume_it_once(url):
+    """4 processes deliver distinct events for one wait: one wins, the rest stay live."""
+    store = RedisStore.from_url(url, tenant="one-wait")
+    store.events.subscribe(sub("run", "only", "order/Z"), at=at(0))
+    out = SPAWN.Queue()
+    results = run_all([(deliver_distinct, (url, "one-wait", f"d{i}", 25)) for i in range(4)], out)
+    assert len(results) == 1
+    stats = store.events.stats()
+    assert (stats.claimed, stats.live, stats.parked) == (1, 99, 1)
+    assert store.events.claim_for(sub("run", "only", "order/Z"), at=at(1)).event.id == results[0][1]

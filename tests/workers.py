@@ -77,3 +77,24 @@ def arm_backlog(url: str, tenant: str, count: int) -> list[tuple[str, str]]:
         store.timers.arm(timer(f"run{n % 37}", f"t{n}", n % 500))
     store.timers.arm(timer("future", "t", 10**9))
     return [(f"run{n % 37}", f"t{n}") for n in range(count)]
+
+
+def buffer_same_pairs(url: str, tenant: str, name: str, count: int, start: Any, out: Any) -> None:
+    """Buffers the same pairs as every other worker; reports the ones it stored."""
+    store = RedisStore.from_url(url, tenant=tenant)
+    start.wait()
+    for n in range(count):
+        if store.events.buffer(ev(f"same-{n}", "k/1"), at=at(n)):
+            out.put(("stored", f"same-{n}", name))
+    out.put(("done", name, None))
+
+
+def deliver_distinct(url: str, tenant: str, name: str, count: int, start: Any, out: Any) -> None:
+    """Delivers distinct events that all match one wait; reports any that resumed it."""
+    store = RedisStore.from_url(url, tenant=tenant)
+    start.wait()
+    for n in range(count):
+        outcome = store.events.deliver(ev(f"{name}-{n}", "order/Z"), at=at(n))
+        if hasattr(outcome, "subscription"):
+            out.put(("resumed", f"{name}-{n}", name))
+    out.put(("done", name, None))
