@@ -13,6 +13,7 @@ the connection that ran the script; pipelines load their scripts first.
 from __future__ import annotations
 
 import weakref
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -127,7 +128,7 @@ class SyncDriver(_Driver):
         return reply
 
     def run(self, plan: Plan[T]) -> T:
-        with _closing(plan):
+        with closing(plan):  # an unfinished plan (a connection error) is closed
             try:
                 call = next(plan)
                 while True:
@@ -151,23 +152,10 @@ class AsyncDriver(_Driver):
         return reply
 
     async def run(self, plan: Plan[T]) -> T:
-        with _closing(plan):
+        with closing(plan):  # an unfinished plan (a connection error) is closed
             try:
                 call = next(plan)
                 while True:
                     call = plan.send(await self.execute(call))
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
-
-
-class _closing:
-    """Closes a plan left unfinished by an exception (a connection error, say)."""
-
-    def __init__(self, plan: Plan[Any]) -> None:
-        self.plan = plan
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        self.plan.close()

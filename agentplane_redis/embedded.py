@@ -110,13 +110,16 @@ class Server:
         for attempt in range(5):
             if not self.port or attempt:
                 self.port = free_port()
-            self.process = subprocess.Popen(
-                self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-            )
-            if self._wait_ready(timeout):
+            if self._spawn(timeout):
                 return self
             self._kill()
         raise RuntimeError(f"{self.kind} server did not start: {self.log()}")
+
+    def _spawn(self, timeout: float) -> bool:
+        self.process = subprocess.Popen(
+            self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        return self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -153,10 +156,7 @@ class Server:
     def restart(self, timeout: float = 15.0) -> Server:
         """Stop the process and start it again on the same port and folder."""
         self._kill()
-        self.process = subprocess.Popen(
-            self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        if not self._wait_ready(timeout):
+        if not self._spawn(timeout):
             raise RuntimeError(f"{self.kind} server did not restart: {self.log()}")
         return self
 

@@ -31,6 +31,12 @@
 return guard(function()
   local at = instant_arg(ARGV[1])
   local sub = sub_args()
-  local attrs = register(sub.run, sub.wid, sub.attrs, sub.nv, at, true)
-  return claim_reply(sub, attrs, at)
+  -- Registered first (the ordering rule), but put up for election only if the
+  -- search misses: a hit parks the wait at once.
+  local attrs = register(sub.run, sub.wid, sub.attrs, sub.nv, at, false)
+  local reply = claim_reply(sub, attrs, at)
+  if reply[1] == "MISS" and not is_marked(sub.wid) and not is_sealed(sub.run) then
+    electable_set(sub.wid, attrs, true)
+  end
+  return reply
 end)

@@ -98,14 +98,17 @@ end
 
 -- The rows a run holds claims on, in (received_at, source, id) order, checked.
 local function run_claims(run)
-  local prefix, out = enc(run), {}
-  for _, m in ipairs(with_prefix(K.ledger_by_run, prefix)) do
-    local eid = eid_after(m, #prefix)
-    local f = event_read(eid)
+  local prefix, eids, out = enc(run), {}, {}
+  local members = with_prefix(K.ledger_by_run, prefix)
+  for i, m in ipairs(members) do
+    eids[i] = eid_after(m, #prefix)
+  end
+  for i, raw in ipairs(hmget_all(K.events, eids)) do
+    local f = raw and event_parse(eids[i], raw)
     if not f or f[E_STATE] ~= "held" or f[E_RUN] ~= run then
-      corrupt("claim", m, "ledger names a row not held by its run")
+      corrupt("claim", members[i], "ledger names a row not held by its run")
     end
-    out[#out + 1] = { eid = eid, f = f }
+    out[i] = { eid = eids[i], f = f }
   end
   return out
 end

@@ -67,13 +67,9 @@ end
 
 -- The run's timers in effect order, checked: a list of {tid, f}.
 local function run_timers(run)
-  local out = {}
-  for _, tid in ipairs(with_prefix(K.timer_run, enc(run))) do
-    local f = timer_read(tid)
-    if not f then
-      corrupt("index", tid, "run index names a timer that is gone")
-    end
-    out[#out + 1] = { tid = tid, f = f }
+  local tids, out = with_prefix(K.timer_run, enc(run)), {}
+  for i, f in ipairs(timers_read(tids, tids)) do
+    out[i] = { tid = tids[i], f = f }
   end
   return out
 end
