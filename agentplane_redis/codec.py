@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn
 
@@ -30,6 +30,15 @@ MAX_STEP = 2**32 - 1
 MAX_PAYLOAD_LIMIT = 512 * 1024 * 1024
 MIN_INSTANT = (datetime.min.replace(tzinfo=timezone.utc) - EPOCH) // _MS
 MAX_INSTANT = (datetime.max.replace(tzinfo=timezone.utc) - EPOCH) // _MS
+#: The longest lease a timer claim may take (contract 9.1: a documented maximum).
+MAX_LEASE = timedelta(days=365)
+MAX_LEASE_MS = MAX_LEASE // _MS
+#: A listing's limit as sent to a script: larger limits mean "all" and are sent as
+#: this, which Lua numbers and Redis ranges hold exactly.
+MAX_LISTING = 10**12
+#: Nesting beyond which a payload is decoded once more before it is accepted, so
+#: that whatever is stored can be read back (json's decoder recurses).
+_DEEP = 200
 DEFAULT_DEAD_REASON = "unclaimed"
 
 
@@ -55,12 +64,22 @@ def optional_ident(name: str, value: object) -> str:
 
 
 def instant(name: str, value: object) -> int:
-    """Milliseconds since the epoch of an aware datetime, sub-millisecond digits dropped."""
+    """Milliseconds since the epoch of an aware datetime, sub-millisecond digits dropped,
+    within what a UTC datetime holds (an aware ``datetime.max`` west of UTC is not)."""
     if not isinstance(value, datetime):
         raise InvalidInput(f"{name} must be a datetime, not {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
+    try:
+        offset = value.utcoffset()
+    except (ValueError, OverflowError, TypeError) as bad:
+        raise InvalidInput(f"{name} has a time zone that gives no offset: {bad}") from None
+    if offset is None:
         raise InvalidInput(f"{name} must be timezone-aware")
-    return (value - EPOCH) // _MS
+    ms = (value.replace(tzinfo=None) - EPOCH.replace(tzinfo=None) - offset) // _MS
+    if not MIN_INSTANT <= ms <= MAX_INSTANT:
+        raise InvalidInput(
+            f"{name} is outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999Z once in UTC"
+        )
+    return ms
 
 
 def to_datetime(ms: int) -> datetime:
@@ -76,11 +95,16 @@ def limit(name: str, value: object) -> int:
         raise InvalidInput(f"{name} must be an int")
     if value < 0:
         raise InvalidInput(f"{name} must be at least 0")
-    return value
+    return int(value)
+
+
+def listing(name: str, value: object) -> int:
+    """A listing's limit as a script takes it: any larger limit means "all"."""
+    return min(limit(name, value), MAX_LISTING)
 
 
 def duration_ms(name: str, value: object) -> int:
-    """A lease as whole milliseconds, at least 1 after truncation."""
+    """A lease as whole milliseconds: at least 1 after truncation, at most ``MAX_LEASE``."""
     if isinstance(value, timedelta):
         ms = value // _MS
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -91,7 +115,20 @@ def duration_ms(name: str, value: object) -> int:
         raise InvalidInput(f"{name} must be a timedelta or a number of seconds")
     if ms < 1:
         raise InvalidInput(f"{name} must be at least 1 ms")
-    return ms
+    if ms > MAX_LEASE_MS:
+        raise InvalidInput(f"{name} must be at most {MAX_LEASE.days} days")
+    return int(ms)
+
+
+def reason(value: object) -> str:
+    """A dead-letter reason: any str encodable as UTF-8, empty included."""
+    if not isinstance(value, str):
+        raise InvalidInput("reason must be a str")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("reason is not encodable as UTF-8 (lone surrogate?)") from None
+    return value
 
 
 def step(value: object) -> int:
@@ -112,52 +149,80 @@ def correlation(keys: object, *, required: bool) -> list[tuple[str, str]]:
     """The distinct keys, first-given order kept."""
     if not isinstance(keys, (tuple, list)):
         raise InvalidInput("correlation must be a tuple of CorrelationKey")
-    out: list[tuple[str, str]] = []
+    seen: dict[tuple[str, str], None] = {}  # insertion-ordered: first-given order kept
     for key in keys:
         if not isinstance(key, CorrelationKey):
             raise InvalidInput(f"correlation keys must be CorrelationKey, not {key!r}")
-        pair = (ident("namespace", key.namespace), ident("value", key.value))
-        if pair not in out:
-            out.append(pair)
-    if required and not out:
+        seen.setdefault((ident("namespace", key.namespace), ident("value", key.value)))
+    if required and not seen:
         raise InvalidInput("a subscription needs at least one correlation key")
-    return out
+    return list(seen)
 
 
-def _check_json(value: object, stack: list[int]) -> None:
-    if value is None or isinstance(value, (bool, int, str)):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidInput("payload floats must be finite")
-        return
-    if isinstance(value, (list, tuple, dict)):
-        if id(value) in stack:
-            raise InvalidInput("payload contains a cycle")
-        stack.append(id(value))
-        if isinstance(value, dict):
-            for k, v in value.items():
-                if not isinstance(k, str):
-                    raise InvalidInput(f"payload dict keys must be str, not {k!r}")
-                _check_json(v, stack)
+def _check_json(value: object) -> int:
+    """Refuses what is not a JSON value; the nesting depth. Iterative, so that no
+    depth of nesting can exhaust the interpreter's stack."""
+    depth = 0
+    open_ids: set[int] = set()
+    # (container, iterator over its children) for each open container
+    stack: list[tuple[object, Iterator[object]]] = []
+    pending: object = value
+    while True:
+        if pending is None or isinstance(pending, (bool, int, str)):
+            pass
+        elif isinstance(pending, float):
+            if not math.isfinite(pending):
+                raise InvalidInput("payload floats must be finite")
+        elif isinstance(pending, (list, tuple, dict)):
+            if id(pending) in open_ids:
+                raise InvalidInput("payload contains a cycle")
+            if isinstance(pending, dict):
+                for k in pending:
+                    if not isinstance(k, str):
+                        raise InvalidInput(f"payload dict keys must be str, not {k!r}")
+                children: Iterator[object] = iter(pending.values())
+            else:
+                children = iter(pending)
+            open_ids.add(id(pending))
+            stack.append((pending, children))
+            depth = max(depth, len(stack))
         else:
-            for item in value:
-                _check_json(item, stack)
-        stack.pop()
-        return
-    raise InvalidInput(f"payload holds a {type(value).__name__}, which is not a JSON value")
+            raise InvalidInput(
+                f"payload holds a {type(pending).__name__}, which is not a JSON value"
+            )
+        while stack:
+            container, children = stack[-1]
+            nxt = next(children, _END)
+            if nxt is not _END:
+                pending = nxt
+                break
+            stack.pop()
+            open_ids.discard(id(container))
+        else:
+            return depth
+
+
+_END = object()
 
 
 def payload_text(value: JSON, max_bytes: int) -> str:
-    """Compact UTF-8 JSON text of a payload, within the size limit."""
-    _check_json(value, [])
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact UTF-8 JSON text of a payload, within the size limit, that json reads back."""
+    depth = _check_json(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (ValueError, RecursionError) as bad:  # an int over the digit limit; deep nesting
+        raise InvalidInput(f"payload cannot be encoded as JSON: {bad}") from None
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
         raise InvalidInput("payload holds a string with a lone surrogate") from None
     if size > max_bytes:
         raise InvalidInput(f"payload is {size} bytes, over the limit of {max_bytes}")
+    if depth > _DEEP:
+        try:
+            json.loads(text)
+        except (ValueError, RecursionError):
+            raise InvalidInput("payload is nested too deeply to be read back") from None
     return text
 
 
@@ -214,12 +279,7 @@ def timer_args(timer: object) -> list[str]:
 def effects(values: object) -> list[str]:
     if isinstance(values, str) or not isinstance(values, Iterable):
         raise InvalidInput("unanswered must be a collection of effect strings")
-    out: list[str] = []
-    for v in values:
-        e = ident("unanswered effect", v)
-        if e not in out:
-            out.append(e)
-    return out
+    return list(dict.fromkeys(ident("unanswered effect", v) for v in values))
 
 
 # ---------------------------------------------------------------- replies

@@ -258,8 +258,7 @@ def minter(ctx: Context, source: str, id: str) -> Plan[Minter | None]:
 def sweep_unclaimed(ctx: Context, older_than: datetime, reason: str = "unclaimed") -> Plan[int]:
     """Dead-letter every live row received at or before older_than; the total."""
     cutoff = codec.instant("older_than", older_than)
-    if not isinstance(reason, str):
-        raise InvalidInput("reason must be a str")
+    reason = codec.reason(reason)
     total = 0
     while True:
         reply = yield ctx.call("sweep_unclaimed", [cutoff, reason, SWEEP_BATCH])
@@ -272,7 +271,7 @@ def sweep_unclaimed(ctx: Context, older_than: datetime, reason: str = "unclaimed
 
 def dead_letters(ctx: Context, limit: int = 100) -> Plan[list[DeadLetter]]:
     """Dead rows, newest first."""
-    n = codec.limit("limit", limit)
+    n = codec.listing("limit", limit)
     if n == 0:
         return []
     reply = yield ctx.call("dead_letters", [n], writes=False)
@@ -286,7 +285,7 @@ def dead_letters(ctx: Context, limit: int = 100) -> Plan[list[DeadLetter]]:
 
 def waiting(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
     """Wait key rows in registration order, one key each."""
-    n = codec.limit("limit", limit)
+    n = codec.listing("limit", limit)
     if n == 0:
         return []
     reply = yield ctx.call("waiting", [n], writes=False)
@@ -356,8 +355,10 @@ def claim_due(
 ) -> Plan[list[Timer]]:
     """Claim due timers under a lease, soonest first, until limit are claimed."""
     when = codec.optional_instant("now", now)
-    want = codec.limit("limit", limit)
+    want = codec.listing("limit", limit)
     lease_ms = ctx.timer_lease_ms if lease is None else codec.duration_ms("lease", lease)
+    if when is not None and when + lease_ms > codec.MAX_INSTANT:
+        raise InvalidInput("now + lease is past 9999-12-31T23:59:59.999Z")
     if want == 0:
         return []
     at = str(when) if when is not None else ctx.at("now", None)
@@ -400,7 +401,7 @@ def _timers(rows: Sequence[Any]) -> list[Timer]:
 
 def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:
     """All timers, soonest first."""
-    n = codec.limit("limit", limit)
+    n = codec.listing("limit", limit)
     if n == 0:
         return []
     reply = yield ctx.call("pending", [n], writes=False)

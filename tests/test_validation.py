@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+import sys
+from datetime import datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -22,6 +24,18 @@ from helpers import at, ev, sub, timer
 
 NAIVE = datetime(2026, 1, 1)
 LONE = "\ud800"
+# Aware instants that lie outside 0001..9999 once converted to UTC (contract 2.2).
+PAST_END = datetime.max.replace(tzinfo=ZoneInfo("America/New_York"))
+BEFORE_START = datetime.min.replace(tzinfo=timezone(timedelta(hours=1)))
+LAST = datetime.max.replace(tzinfo=timezone.utc)
+FIRST = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 def _cycle() -> list[Any]:
@@ -52,6 +66,9 @@ def _bad_events() -> list[Any]:
         InboundEvent("s", "i", "k", payload=_cycle()),
         InboundEvent("s", "i", "k", payload="lone " + LONE),
         InboundEvent("s", "i", "k", payload="x" * 2_000_000),
+        InboundEvent("s", "i", "k", payload=_nested(5000)),
+        InboundEvent("s", "i", "k", payload={"big": 10**5000}),
+        InboundEvent("s", "i", "k", payload={"deep": _nested(100_000)}),
     ]
 
 
@@ -85,6 +102,8 @@ def _bad_timers() -> list[Any]:
         Timer("r", "w", at(0), phase="compensating "),  # type: ignore[arg-type]
         Timer("r", "w", at(0), case=""),
         Timer("r", "w", "2026-01-01"),  # type: ignore[arg-type]
+        Timer("R", "never", PAST_END),
+        Timer("R", "before", BEFORE_START),
     ]
 
 
@@ -144,6 +163,26 @@ def cases() -> list[Any]:
         ("pending-limit", lambda s: s.timers.pending(-1)),
         ("armed-empty", lambda s: s.timers.armed("")),
         ("arm-naive", lambda s: s.timers.arm(timer("r", "w", 0).__class__("r", "w", NAIVE))),
+        ("buffer-before-start", lambda s: s.events.buffer(e, at=BEFORE_START)),
+        ("deliver-past-end", lambda s: s.events.deliver(e, at=PAST_END)),
+        ("claim_for-past-end", lambda s: s.events.claim_for(w, at=PAST_END)),
+        ("wait-before-start", lambda s: s.events.wait(w, at=BEFORE_START)),
+        ("subscribe-past-end", lambda s: s.events.subscribe(w, at=PAST_END)),
+        ("park_wait-past-end", lambda s: s.events.park_wait(w, at=PAST_END)),
+        ("match_waiter-past-end", lambda s: s.events.match_waiter(e, at=PAST_END)),
+        ("deliver_to-before-start", lambda s: s.events.deliver_to("r", e, at=BEFORE_START)),
+        ("sweep-past-end", lambda s: s.events.sweep_unclaimed(PAST_END)),
+        ("purge-before-start", lambda s: s.events.purge(BEFORE_START)),
+        ("sweep-reason-lone", lambda s: s.events.sweep_unclaimed(at(0), "lone " + LONE)),
+        ("claim_due-past-end", lambda s: s.timers.claim_due(now=PAST_END)),
+        ("claim_due-lease-overflow", lambda s: s.timers.claim_due(now=LAST, lease=1)),
+        ("claim_due-lease-max", lambda s: s.timers.claim_due(now=at(0), lease=timedelta.max)),
+        ("claim_due-lease-1e13", lambda s: s.timers.claim_due(now=at(0), lease=10**13)),
+        ("claim_due-lease-1e300", lambda s: s.timers.claim_due(now=at(0), lease=1e300)),
+        (
+            "claim_due-lease-366-days",
+            lambda s: s.timers.claim_due(now=at(0), lease=timedelta(days=366)),
+        ),
     ]
     return out
 
@@ -226,6 +265,9 @@ def test_good_tenants_are_accepted():
         {"timer_lease": 0},
         {"timer_lease": timedelta(0)},
         {"timer_lease": "60"},
+        {"timer_lease": timedelta(days=10**8)},
+        {"timer_lease": timedelta.max},
+        {"timer_lease": 10**13},
     ],
 )
 def test_bad_options_are_refused(options):
@@ -250,3 +292,79 @@ def test_payload_at_the_limit_is_accepted_and_read_back(make):
     assert store.events.claim_for(sub("r", "w", "k/1"), at=at(1)).event.payload == payload
     with pytest.raises(InvalidInput):
         store.events.buffer(ev("f", "k/1", payload={**payload, "b": 1}), at=at(0))
+
+
+def test_instants_at_both_ends_of_the_range_are_stored_and_read_back(store):
+    """The first and last millisecond a UTC datetime holds are accepted, and every
+    operation that later reads such a row still can (contract 2.2)."""
+    last = LAST.replace(microsecond=999_000)
+    assert store.timers.arm(Timer("R", "last", LAST))
+    assert store.timers.arm(Timer("R", "first", FIRST))
+    assert [t.fire_at for t in store.timers.armed("R")] == [FIRST, last]
+    assert store.timers.next_due() == FIRST
+    assert [t.effect for t in store.timers.pending()] == ["first", "last"]
+    lease = timedelta(days=365)
+    claimed = store.timers.claim_due(now=LAST - lease, lease=lease)
+    assert [t.effect for t in claimed] == ["first"]
+    assert store.events.buffer(ev("old", "k/1"), at=FIRST)
+    assert store.events.buffer(ev("new", "k/1"), at=LAST)
+    got = store.events.claim_for(sub("r", "w", "k/1"), at=LAST)
+    assert got is not None
+    assert (got.event.id, got.received_at) == ("old", FIRST)
+    assert store.events.minter("src", "new") is not None
+    assert store.events.erase_payload("src", "old")
+    assert store.events.sweep_unclaimed(LAST) == 1
+    assert [d.event.id for d in store.events.dead_letters()] == ["new", "old"]
+    closed = store.runs.close("R")
+    assert closed.timers == 2
+
+
+def test_an_aware_instant_converts_to_utc_before_the_range_check(store):
+    """datetime.max at UTC-5 is refused, but an instant near the end east of UTC is fine."""
+    east = datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=5)))
+    assert store.timers.arm(Timer("R", "east", east))
+    assert store.timers.armed("R")[0].fire_at == east
+    with pytest.raises(InvalidInput):
+        store.timers.arm(Timer("R", "west", PAST_END))
+
+
+def test_the_longest_lease_is_accepted(make):
+    """A lease of MAX_LEASE (365 days) is accepted as an option and per call."""
+    store = make("acme", timer_lease=timedelta(days=365))
+    store.timers.arm(timer("r", "t", 0))
+    assert len(store.timers.claim_due(now=at(0))) == 1
+    assert store.timers.claim_due(now=at(0) + timedelta(days=365) - timedelta(milliseconds=1)) == []
+    assert len(store.timers.claim_due(now=at(0) + timedelta(days=365))) == 1
+
+
+def test_a_limit_of_sys_maxsize_means_all(store):
+    """Listings and loops take any int limit; sys.maxsize returns everything."""
+    for n in range(3):
+        store.events.buffer(ev(f"e{n}", "k/1"), at=at(n))
+        store.events.subscribe(sub("r", f"w{n}", "k/2"), at=at(n))
+        store.timers.arm(timer("r", f"t{n}", n))
+    store.events.park_wait(sub("p", "w", "k/9"), at=at(0))
+    assert len(store.events.waiting(sys.maxsize)) == 4
+    assert len(store.timers.pending(sys.maxsize)) == 3
+    assert len(store.events.parked_waits(sys.maxsize)) == 1
+    assert store.events.sweep_unclaimed(at(10)) == 3
+    assert len(store.events.dead_letters(sys.maxsize)) == 3
+    assert store.events.purge(at(10), limit=sys.maxsize) == 3
+    assert len(store.timers.claim_due(now=at(10), limit=sys.maxsize)) == 3
+
+
+def test_deep_and_large_payloads_that_json_reads_back_are_accepted(store):
+    """Nesting and integer sizes within what json encodes and decodes are stored intact."""
+    deep, big = _nested(150), {"n": 10**4000, "neg": -(10**4000)}
+    store.events.buffer(ev("deep", "k/1", payload=deep), at=at(0))
+    store.events.buffer(ev("big", "k/2", payload=big), at=at(0))
+    assert store.events.claim_for(sub("r", "a", "k/1"), at=at(1)).event.payload == deep
+    assert store.events.claim_for(sub("r", "b", "k/2"), at=at(1)).event.payload == big
+
+
+def test_many_correlation_keys_collapse_in_first_given_order():
+    """Duplicates collapse (linear time), first-given order kept."""
+    from agentplane_redis import codec
+
+    keys = [CorrelationKey("n", str(i % 10_000)) for i in range(20_000)]
+    assert codec.correlation(keys, required=True) == [("n", str(i)) for i in range(10_000)]
