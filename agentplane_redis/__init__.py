@@ -1,7 +1,14 @@
 """agentplane-redis: durable inbound-event and timer stores on Redis."""
 
 from .aio import AsyncRedisStore
-from .errors import AgentplaneRedisError, CorruptRow, DurabilityNotConfirmed, InvalidInput
+from .errors import (
+    AgentplaneRedisError,
+    CorruptRow,
+    DurabilityNotConfirmed,
+    InvalidInput,
+    OutcomeUnknown,
+    ServerMisconfigured,
+)
 from .model import (
     JSON,
     Buffered,
@@ -43,10 +50,12 @@ __all__ = [
     "Minter",
     "NotWaiting",
     "Operator",
+    "OutcomeUnknown",
     "Phase",
     "RedisStore",
     "Resumed",
     "Retired",
+    "ServerMisconfigured",
     "Subscription",
     "Timer",
 ]

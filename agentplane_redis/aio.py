@@ -6,20 +6,35 @@ from typing import Any
 
 import redis.asyncio
 
-from .drivers import AsyncDriver
+from .drivers import AsyncDriver, ServerCheck
 from .store import AsyncEvents, AsyncRuns, AsyncTimers, StoreBase
 
 
 class AsyncRedisStore(StoreBase[AsyncDriver, AsyncEvents, AsyncTimers, AsyncRuns]):
     """The event, timer and run stores of one tenant, over a ``redis.asyncio`` client.
 
-    Options as for ``RedisStore``. With ``durability="acknowledged"`` the
-    server's means of confirmation is probed on the first write (a constructor
-    cannot await).
+    Options as for ``RedisStore``. A constructor cannot await, so the server
+    check (eviction policy; how acknowledged writes are confirmed) runs before the
+    first call; ``await AsyncRedisStore.connect(...)`` runs it before returning,
+    so a server that cannot serve the store is refused at start-up.
     """
 
     _driver_class = AsyncDriver
     _part_classes = (AsyncEvents, AsyncTimers, AsyncRuns)
+
+    @classmethod
+    async def connect(cls, client: Any, **options: Any) -> AsyncRedisStore:
+        """A checked store over a ``redis.asyncio`` client or a URL: raises
+        ``ServerMisconfigured`` or ``DurabilityNotConfirmed`` before returning."""
+        store = (
+            cls.from_url(client, **options) if isinstance(client, str) else cls(client, **options)
+        )
+        await store.check()
+        return store
+
+    async def check(self) -> ServerCheck:
+        """Reads the server's INFO and checks it (see ``RedisStore.check``)."""
+        return await self._driver.check()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncRedisStore:

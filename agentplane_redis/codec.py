@@ -310,6 +310,34 @@ def integer(value: object) -> int:
     return int(text(value))
 
 
+def replayed(data: object) -> Any:
+    """A reply a writing script remembered under its call token (``lua/_lib/core.lua``):
+    ``*<n>:`` then n elements, ``$<len>:<bytes>`` or ``:<integer>;``."""
+    blob = raw(data)
+
+    def element(pos: int) -> tuple[Any, int]:
+        tag, colon = blob[pos : pos + 1], blob.index(b":", pos)
+        size = blob[pos + 1 : colon]
+        if tag == b"$":
+            end = colon + 1 + int(size)
+            return blob[colon + 1 : end], end
+        if tag == b":":
+            end = blob.index(b";", colon)
+            return int(blob[colon + 1 : end]), end + 1
+        if tag == b"*":
+            out, pos = [], colon + 1
+            for _ in range(int(size)):
+                item, pos = element(pos)
+                out.append(item)
+            return out, pos
+        raise ValueError(f"not a remembered reply at byte {pos}")
+
+    value, end = element(0)
+    if end != len(blob):
+        raise ValueError("trailing bytes after a remembered reply")
+    return value
+
+
 def fail_corrupt(what: str, detail: str) -> NoReturn:
     raise CorruptRow(what, detail)
 

@@ -5,9 +5,14 @@
     AgentplaneRedisError
      ├── InvalidInput (also ValueError)   refused before anything reaches Redis
      ├── CorruptRow                       a stored row that cannot be decoded
-     └── DurabilityNotConfirmed           "acknowledged" writes not confirmed
+     ├── DurabilityNotConfirmed           "acknowledged" writes not confirmed
+     ├── ServerMisconfigured              the server would lose data (eviction)
+     └── OutcomeUnknown (also redis ConnectionError)
+                                          a write's reply was lost: call again
 
-Connection and server failures are redis-py's own exceptions.
+Other connection and server failures are redis-py's own exceptions, with the
+class the server's error code gives them (``OutOfMemoryError``,
+``ReadOnlyError``, ``NoPermissionError``, ...) even when raised inside a script.
 
 Scripts report expected outcomes, corruption included, as ordinary replies
 with a leading status (never error replies, whose wording varies by server);
@@ -15,6 +20,8 @@ with a leading status (never error replies, whose wording varies by server);
 """
 
 from __future__ import annotations
+
+import redis.exceptions
 
 
 class AgentplaneRedisError(Exception):
@@ -41,6 +48,21 @@ class DurabilityNotConfirmed(AgentplaneRedisError):
     """``durability="acknowledged"`` could not confirm a write.
 
     The write may or may not persist; retrying the operation is safe.
+    """
+
+
+class ServerMisconfigured(AgentplaneRedisError):
+    """The server is configured so that it would silently lose the store's data
+    (an ``allkeys-*`` eviction policy); the store refuses to run on it."""
+
+
+class OutcomeUnknown(AgentplaneRedisError, redis.exceptions.ConnectionError):
+    """A write was sent but its reply never arrived: it may or may not have run.
+
+    Call the same method again, with the same arguments, on the same store
+    (within 24 hours): the store re-sends the same call token, and the answer is
+    the first execution's if it ran, or a first execution now if it did not.
+    The original error is ``__cause__``.
     """
 
 

@@ -56,6 +56,9 @@ ROLES: dict[str, str] = {
     "timer_ready": "timer:ready",  # lex   fire_at . tid       timers claim_due walks
     "timer_held": "timer:held",  # lex   lease expiry . tid  timers under a lease
     "timer_run": "timer:run",  # lex   tid = run effect     one run's timers
+    # call tokens of writing scripts
+    "replies": "reply",  # hash  token -> stamp . reply      replies not yet acknowledged
+    "reply_order": "reply:order",  # lex   stamp . token             the same, oldest first
 }
 
 MAX_TENANT_BYTES = 64

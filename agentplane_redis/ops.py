@@ -10,6 +10,8 @@ Redis, and no clock is read for it.
 from __future__ import annotations
 
 import functools
+import secrets
+import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -67,8 +69,10 @@ class Context:
     timer_lease_ms: int = DEFAULT_TIMER_LEASE_MS
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
 
-    def call(self, script: str, args: Sequence[Arg], *, writes: bool = True) -> Call:
-        return Call(script, script_keys(self.keys, script), tuple(args), writes)
+    def call(self, script: str, args: Sequence[Arg]) -> Call:
+        """One script call; a writing script's call carries a fresh call token."""
+        token = new_token() if catalogue()[script].writes else ""
+        return Call(script, script_keys(self.keys, script), tuple(args), token)
 
     def at(self, name: str, value: datetime | None) -> str:
         """The instant argument of a script: the caller's, the local clock, or ""
@@ -86,14 +90,26 @@ def script_keys(keys: TenantKeys, script: str) -> tuple[str, ...]:
     return tuple(keys.for_roles(catalogue()[script].roles))
 
 
+def new_token() -> str:
+    """A call token: the local clock's milliseconds (13 digits) and 64 random bits.
+    It names one execution of a writing script, whichever connection sends it."""
+    return f"{time.time_ns() // 1_000_000:013d}{secrets.token_hex(8)}"
+
+
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One script call: which script, its keys, its arguments, and whether it may write."""
+    """One script call: which script, its keys, its arguments, and the call token
+    of a writing script ("" for a read): re-sending the call with its token
+    answers what its first execution did."""
 
     script: str
     keys: tuple[str, ...]
     args: tuple[Arg, ...]
-    writes: bool
+    token: str
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.token)
 
 
 def make_context(
@@ -248,7 +264,7 @@ def erase_payload(ctx: Context, source: str, id: str) -> Plan[bool]:
 def minter(ctx: Context, source: str, id: str) -> Plan[Minter | None]:
     """Who minted the stored event; None when no such row exists."""
     args = [codec.ident("source", source), codec.ident("id", id)]
-    reply = yield ctx.call("minter", args, writes=False)
+    reply = yield ctx.call("minter", args)
     if codec.check_status(reply) == "NONE":
         return None
     _, _, fields = codec.event_row(reply[1])
@@ -274,7 +290,7 @@ def dead_letters(ctx: Context, limit: int = 100) -> Plan[list[DeadLetter]]:
     n = codec.listing("limit", limit)
     if n == 0:
         return []
-    reply = yield ctx.call("dead_letters", [n], writes=False)
+    reply = yield ctx.call("dead_letters", [n])
     codec.check_status(reply)
     out = []
     for r in reply[1:]:
@@ -288,7 +304,7 @@ def waiting(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
     n = codec.listing("limit", limit)
     if n == 0:
         return []
-    reply = yield ctx.call("waiting", [n], writes=False)
+    reply = yield ctx.call("waiting", [n])
     codec.check_status(reply)
     return [codec.subscription(r[0], r[1], r[2], [r[3], r[4]]) for r in reply[1:]]
 
@@ -312,7 +328,7 @@ def purge(ctx: Context, older_than: datetime, *, limit: int = 1000) -> Plan[int]
 
 def stats(ctx: Context) -> Plan[EventStats]:
     """Exact counts, one snapshot."""
-    reply = yield ctx.call("stats", [], writes=False)
+    reply = yield ctx.call("stats", [])
     codec.check_status(reply)
     return EventStats(*(codec.integer(x) for x in reply[1:7]))
 
@@ -328,7 +344,7 @@ def seal(ctx: Context, run: str) -> Plan[bool]:
 
 def is_sealed(ctx: Context, run: str) -> Plan[bool]:
     """Whether the run is sealed."""
-    reply = yield ctx.call("is_sealed", [codec.ident("run", run)], writes=False)
+    reply = yield ctx.call("is_sealed", [codec.ident("run", run)])
     codec.check_status(reply)
     return codec.integer(reply[1]) == 1
 
@@ -390,7 +406,7 @@ def disarm_run(ctx: Context, run: str) -> Plan[int]:
 
 def pending_count(ctx: Context) -> Plan[int]:
     """Every timer of the tenant, exact."""
-    reply = yield ctx.call("pending_count", [], writes=False)
+    reply = yield ctx.call("pending_count", [])
     codec.check_status(reply)
     return codec.integer(reply[1])
 
@@ -404,21 +420,21 @@ def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:
     n = codec.listing("limit", limit)
     if n == 0:
         return []
-    reply = yield ctx.call("pending", [n], writes=False)
+    reply = yield ctx.call("pending", [n])
     codec.check_status(reply)
     return _timers(reply[1:])
 
 
 def armed(ctx: Context, run: str) -> Plan[list[Timer]]:
     """One run's timers, in effect order."""
-    reply = yield ctx.call("armed", [codec.ident("run", run)], writes=False)
+    reply = yield ctx.call("armed", [codec.ident("run", run)])
     codec.check_status(reply)
     return _timers(reply[1:])
 
 
 def next_due(ctx: Context) -> Plan[datetime | None]:
     """The soonest timer's fire_at, or None."""
-    reply = yield ctx.call("pending", [1], writes=False)
+    reply = yield ctx.call("pending", [1])
     codec.check_status(reply)
     timers = _timers(reply[1:])
     return timers[0].fire_at if timers else None

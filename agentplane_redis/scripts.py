@@ -9,10 +9,16 @@ The header names each key by role (``-- KEYS[1] events: ...``). The loader
 binds them, right after the header, as ``local K = { events = KEYS[1], ... }``,
 and callers pass ``TenantKeys.for_roles(script.roles)``: the header is the one
 statement of a script's keys, so their count and order cannot drift.
+
+A script whose header names the ``replies`` key is a writing script: it takes
+a call token and the acknowledged tokens as its first two arguments, which the
+loader binds as ``TOKEN`` and ``ACKS`` and strips from ``ARGV``, so the body
+and its header's ``ARGV[i]`` lines never see them (``lua/_lib/core.lua``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +44,13 @@ class LuaScript:
     name: str
     roles: tuple[str, ...]
     source: str
+    #: The SHA1 that EVALSHA names the script by.
+    sha: str
+
+    @property
+    def writes(self) -> bool:
+        """Whether the script may write: it then takes a call token (see above)."""
+        return "replies" in self.roles
 
 
 def lua_root() -> Path:
@@ -94,17 +107,34 @@ def header_roles(text: str, name: str) -> tuple[str, ...]:
     return tuple(roles)
 
 
+#: What a writing script binds before its body: the token, the acknowledged
+#: tokens, and ARGV without them (copied: Lua 5.1 unpacks a few thousand values).
+_TOKEN_BINDING = """local TOKEN, ACKS = ARGV[1], ARGV[2]
+local ARGV = (function(all)
+  local rest = {}
+  for i = 3, #all do
+    rest[i - 2] = all[i]
+  end
+  return rest
+end)(ARGV)"""
+_NO_TOKEN = "local TOKEN, ACKS = nil, nil"
+
+
 def bind_keys(text: str, roles: tuple[str, ...]) -> str:
-    """The script with its header's keys bound to ``K`` right after the header."""
+    """The script with its header's keys bound to ``K`` right after the header,
+    and the call token bound for a writing script."""
     header, _, body = text.partition("\n\n")
     fields = "".join(f"  {role} = KEYS[{i}],\n" for i, role in enumerate(roles, 1))
-    return f"{header}\n\nlocal K = {{\n{fields}}}\n\n{body}"
+    token = _TOKEN_BINDING if "replies" in roles else _NO_TOKEN
+    return f"{header}\n\nlocal K = {{\n{fields}}}\n{token}\n\n{body}"
 
 
 def load(root: Path, name: str) -> LuaScript:
     text = expand(root, f"{name}.lua")
     roles = header_roles(text, name)
-    return LuaScript(name=name, roles=roles, source=bind_keys(text, roles))
+    source = bind_keys(text, roles)
+    sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
+    return LuaScript(name=name, roles=roles, source=source, sha=sha)
 
 
 @cache

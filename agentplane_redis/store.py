@@ -15,7 +15,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 import redis
 
 from . import ops
-from .drivers import AsyncDriver, SyncDriver, durability_mode
+from .drivers import AsyncDriver, ServerCheck, SyncDriver, durability_mode
 from .keys import TenantKeys
 from .ops import Context, Plan, make_context
 
@@ -63,7 +63,7 @@ class Op(Generic[P, T]):
 
         @functools.wraps(plan)
         def bound(*args: P.args, **kwargs: P.kwargs) -> Any:
-            return driver.run(plan(driver.ctx, *args, **kwargs))
+            return driver.call(plan, args, kwargs)
 
         return bound
 
@@ -197,6 +197,14 @@ class RedisStore(StoreBase[SyncDriver, Events, Timers, Runs]):
 
     _driver_class = SyncDriver
     _part_classes = (Events, Timers, Runs)
+
+    def check(self) -> ServerCheck:
+        """Reads the server's INFO again and checks it as at construction: refuses an
+        ``allkeys-*`` eviction policy (``ServerMisconfigured``) and, with
+        ``durability="acknowledged"``, a server that cannot confirm
+        (``DurabilityNotConfirmed``)."""
+        self._driver.server = self._driver.check()
+        return self._driver.server
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:

@@ -20,8 +20,8 @@ from datetime import datetime, timedelta, timezone
 import redis
 
 from agentplane_redis import CorrelationKey, InboundEvent, RedisStore, Subscription, Timer
-from agentplane_redis.drivers import registered_scripts
 from agentplane_redis.embedded import Server
+from agentplane_redis.scripts import catalogue
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 PAYLOAD = {
@@ -110,7 +110,7 @@ def main() -> None:
         client.config_set("slowlog-log-slower-than", 0)
         client.config_set("slowlog-max-len", 1_000_000)
         store = RedisStore(client, tenant="bench")
-        names = {s.sha: name for name, s in registered_scripts(client).items()}
+        names = {s.sha: name for name, s in catalogue().items()}
         client.slowlog_reset()
         workload(store, args.events)
         durations: dict[str, list[int]] = defaultdict(list)

@@ -17,6 +17,8 @@
 -- KEYS[15] marks: agentplane:{<tenant>}:mark
 -- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[17] seals: agentplane:{<tenant>}:seal
+-- KEYS[18] replies: agentplane:{<tenant>}:reply
+-- KEYS[19] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run the event is addressed to
 -- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs

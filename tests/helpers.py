@@ -45,6 +45,12 @@ def timer(run: str, effect: str, fire_ms: int, **kw: Any) -> Timer:
     return Timer(run, effect, at(fire_ms), **kw)
 
 
+def data(raw: Any) -> dict[bytes, Any]:
+    """A tenant's data as stored: every key's dump, less the call-token bookkeeping
+    (replies remembered for lost-reply replays), which is not data."""
+    return {k: raw.dump(k) for k in raw.keys("*") if not k.endswith((b":reply", b":reply:order"))}
+
+
 def ids(items: Any) -> list[Any]:
     """The (run, effect) of waits or timers, or the ids of events, for terse asserts."""
     out: list[Any] = []

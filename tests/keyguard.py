@@ -8,6 +8,9 @@ key it was not given.
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import replace
+
 from agentplane_redis.scripts import LuaScript
 
 PRELUDE = """\
@@ -32,4 +35,9 @@ redis.pcall = guard(unguarded.pcall)
 
 
 def guarded(scripts: dict[str, LuaScript]) -> dict[str, LuaScript]:
-    return {n: LuaScript(s.name, s.roles, PRELUDE + s.source) for n, s in scripts.items()}
+    out = {}
+    for name, script in scripts.items():
+        source = PRELUDE + script.source
+        sha = hashlib.sha1(source.encode()).hexdigest()
+        out[name] = replace(script, source=source, sha=sha)
+    return out

@@ -8,6 +8,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
+
+from agentplane_redis import RedisStore
+
+from helpers import at, sub
 from workers import (
     arm_backlog,
     buffer_same_pairs,
@@ -17,10 +21,6 @@ from workers import (
     register_waits,
     sweep_timers,
 )
-
-from agentplane_redis import RedisStore
-
-from helpers import at, sub
 
 pytestmark = pytest.mark.real
 SPAWN = multiprocessing.get_context("spawn")

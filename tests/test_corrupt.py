@@ -7,11 +7,9 @@ import pytest
 from agentplane_redis import CorruptRow, RedisStore
 from agentplane_redis.keys import event_id, pack_row, tuple_member, unpack_row
 
-from helpers import at, ev, sub
+from helpers import at, data, ev, sub
 
-
-def snapshot(raw):
-    return {k: raw.dump(k) for k in raw.keys("*")}
+snapshot = data
 
 
 def tamper_event(store, raw, source, id_, index, value):

@@ -57,10 +57,12 @@ def test_the_public_surface_is_pinned():
         "Minter",
         "NotWaiting",
         "Operator",
+        "OutcomeUnknown",
         "Phase",
         "RedisStore",
         "Resumed",
         "Retired",
+        "ServerMisconfigured",
         "Subscription",
         "Timer",
     ]

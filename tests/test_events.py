@@ -19,7 +19,7 @@ from agentplane_redis import (
 )
 from agentplane_redis.ops import SWEEP_BATCH
 
-from helpers import at, ev, ids, sub
+from helpers import at, data, ev, ids, sub
 
 # ------------------------------------------------------------ 3.1 buffer
 
@@ -181,9 +181,9 @@ def test_claim_for_parks_even_an_unregistered_wait_with_a_bare_mark(store):
 def test_a_miss_writes_nothing(store, raw):
     """claim_for without an eligible event changes no key."""
     store.events.buffer(ev("e1", "k/1", kind="other"), at=at(0))
-    before = {k: raw.dump(k) for k in raw.keys("*")}
+    before = data(raw)
     assert store.events.claim_for(sub("r", "w", "k/1"), at=at(1)) is None
-    assert {k: raw.dump(k) for k in raw.keys("*")} == before
+    assert data(raw) == before
 
 
 def test_a_consumed_or_foreign_held_event_is_never_claimed(store):
@@ -269,9 +269,9 @@ def test_sender_restricted_and_open_waits_merge_by_age(store):
 def test_match_waiter_with_nobody_writes_nothing_and_keeps_the_event_live(store, raw):
     """No qualifying wait: None, nothing written, still live."""
     store.events.buffer(ev("e1", "k/1"), at=at(0))
-    before = {k: raw.dump(k) for k in raw.keys("*")}
+    before = data(raw)
     assert store.events.match_waiter(ev("e1"), at=at(1)) is None
-    assert {k: raw.dump(k) for k in raw.keys("*")} == before
+    assert data(raw) == before
 
 
 def test_the_winner_is_parked_but_stays_registered(store):
@@ -323,10 +323,10 @@ def test_deliver_to_matches_the_smallest_effect_whatever_its_age(store):
 def test_deliver_to_without_a_free_wait_stores_nothing(store, raw):
     """NotWaiting writes nothing; a later buffer of the pair answers True."""
     store.events.park_wait(sub("r", "w", "k/1"), at=at(0))
-    before = {k: raw.dump(k) for k in raw.keys("*")}
+    before = data(raw)
     assert store.events.deliver_to("r", ev("e1", "k/1"), at=at(1)) == NotWaiting()
     assert store.events.deliver_to("other", ev("e1", "k/1"), at=at(1)) == NotWaiting()
-    assert {k: raw.dump(k) for k in raw.keys("*")} == before
+    assert data(raw) == before
     assert store.events.buffer(ev("e1", "k/1"), at=at(2))
 
 

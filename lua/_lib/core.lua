@@ -1,7 +1,14 @@
--- Error handling and the clock, shared by every script.
+-- Error handling, the clock and call tokens, shared by every script.
 --
 -- A script's body runs under pcall so that corruption, detected before any
 -- write, becomes the ordinary reply {"CORRUPT", what, id, detail}.
+--
+-- A writing script takes a call token (TOKEN, bound by the loader) and
+-- remembers its reply under it, so that a call re-sent after a lost reply
+-- answers what its first execution did ({"REPLAY", remembered}) instead of
+-- running again. ACKS names tokens whose replies the client has received:
+-- they are forgotten here. Whatever a vanished client never acknowledged is
+-- forgotten after REPLY_HORIZON_MS of server time, a few entries per call.
 
 local function corrupt(what, id, detail)
   error({ agentplane_corrupt = what, id = id, detail = detail or "" }, 0)
@@ -16,24 +23,85 @@ local function printable(s)
   end))
 end
 
+local REPLY_HORIZON_MS = 86400000
+local REPLY_TRIM = 4
+
+-- The server's clock in ms, read at most once per script.
+local server_ms
+local function server_now()
+  if not server_ms then
+    local t = redis.call("TIME")
+    server_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return server_ms
+end
+
+-- The operation's instant: the caller's, or the server's TIME.
+local function instant_arg(a)
+  if a == "" then
+    return server_now()
+  end
+  return tonumber(a)
+end
+
+-- A reply as text: "*<n>:" then each element, "$<len>:<bytes>" or ":<integer>;".
+-- (agentplane_redis/codec.py reads it back.)
+local function serialize(v, out)
+  if type(v) == "table" then
+    out[#out + 1] = "*" .. #v .. ":"
+    for i = 1, #v do
+      serialize(v[i], out)
+    end
+  elseif type(v) == "number" then
+    out[#out + 1] = ":" .. string.format("%.0f", v) .. ";"
+  else
+    out[#out + 1] = "$" .. #v .. ":" .. v
+  end
+  return out
+end
+
+-- Remembers the reply, stamped with the server's instant (for trimming); forgets
+-- the acknowledged tokens and a few entries older than the horizon.
+local function remember(res)
+  local stamp = string.format("%016.0f", server_now() + 1e15)
+  redis.call("HSET", K.replies, TOKEN, stamp .. table.concat(serialize(res, {})))
+  redis.call("ZADD", K.reply_order, 0, stamp .. TOKEN)
+  for ack in string.gmatch(ACKS, "[^,]+") do
+    local entry = redis.call("HGET", K.replies, ack)
+    if entry then
+      redis.call("HDEL", K.replies, ack)
+      redis.call("ZREM", K.reply_order, string.sub(entry, 1, 16) .. ack)
+    end
+  end
+  local cutoff = string.format("%016.0f", server_now() - REPLY_HORIZON_MS + 1e15)
+  local old = redis.call("ZRANGEBYLEX", K.reply_order, "-", "(" .. cutoff, "LIMIT", 0, REPLY_TRIM)
+  for _, m in ipairs(old) do
+    redis.call("HDEL", K.replies, string.sub(m, 17))
+    redis.call("ZREM", K.reply_order, m)
+  end
+end
+
 local function guard(body)
+  if TOKEN then
+    local entry = redis.call("HGET", K.replies, TOKEN)
+    if entry then
+      -- Written again, so that WAIT / WAITAOF on this connection also covers
+      -- the first execution's writes.
+      redis.call("HSET", K.replies, TOKEN, entry)
+      return { "REPLAY", string.sub(entry, 17) }
+    end
+  end
   local ok, res = pcall(body)
   if ok then
+    if TOKEN then
+      remember(res)
+    end
     return res
   end
   if type(res) == "table" and res.agentplane_corrupt then
     return { "CORRUPT", res.agentplane_corrupt, printable(res.id), res.detail }
   end
   error(res, 0)
-end
-
--- The operation's instant: the caller's, or the server's TIME read once.
-local function instant_arg(a)
-  if a == "" then
-    local t = redis.call("TIME")
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return tonumber(a)
 end
 
 -- ARGV[first ..] as (namespace, value) pairs: encoded "ns value" for members,

@@ -1,0 +1,243 @@
+"""A write whose reply is lost never comes back as a different answer (contract 7.4, 10).
+
+A proxy on loopback lets every command reach a real server and swallows the
+reply of one, closing the connection: the server ran the script, the client
+sees a connection error. Either redis-py re-sends the call (its own retries),
+or the client gives up, the store raises ``OutcomeUnknown``, and the caller
+calls again. Both must answer what the first execution did, and leave the
+data exactly as one execution does (compared with a control tenant that lost
+nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from agentplane_redis import AsyncRedisStore, OutcomeUnknown, RedisStore
+from agentplane_redis.keys import ROLES
+from agentplane_redis.scripts import catalogue
+
+from conftest import Blocking
+from faults import ReplyLosingProxy
+from helpers import at, ev, sub, timer
+
+pytestmark = pytest.mark.real
+
+E1, W = ev("e1", "k/1"), sub("r", "w", "k/1")
+
+
+def _events(store: Any, n: int) -> None:
+    for i in range(n):
+        store.events.buffer(ev(f"e{i}", "k/1"), at=at(i))
+
+
+def _timers(store: Any, n: int) -> None:
+    for i in range(n):
+        store.timers.arm(timer("r", f"t{i:02}", i))
+
+
+# name -> (setup, the call whose reply is lost, replies to let through first)
+SCENARIOS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], int]] = {
+    "buffer": (lambda s: None, lambda s: s.events.buffer(E1, at=at(0)), 0),
+    "deliver": (
+        lambda s: s.events.subscribe(W, at=at(0)),
+        lambda s: s.events.deliver(E1, at=at(1)),
+        0,
+    ),
+    "deliver_to": (
+        lambda s: s.events.subscribe(W, at=at(0)),
+        lambda s: s.events.deliver_to("r", E1, at=at(1)),
+        0,
+    ),
+    "match_waiter": (
+        lambda s: (s.events.buffer(E1, at=at(0)), s.events.subscribe(W, at=at(0))),
+        lambda s: s.events.match_waiter(E1, at=at(1)),
+        0,
+    ),
+    "wait": (lambda s: s.events.buffer(E1, at=at(0)), lambda s: s.events.wait(W, at=at(1)), 0),
+    "claim_for": (
+        lambda s: (s.events.buffer(E1, at=at(0)), s.events.subscribe(W, at=at(0))),
+        lambda s: s.events.claim_for(W, at=at(1)),
+        0,
+    ),
+    "subscribe": (lambda s: None, lambda s: s.events.subscribe(W, at=at(0)), 0),
+    "park_wait": (lambda s: None, lambda s: s.events.park_wait(W, at=at(0)), 0),
+    "unsubscribe": (
+        lambda s: (s.events.buffer(E1, at=at(0)), s.events.wait(W, at=at(1))),
+        lambda s: s.events.unsubscribe("r", "w"),
+        0,
+    ),
+    "unsubscribe_run": (
+        lambda s: (s.events.buffer(E1, at=at(0)), s.events.wait(W, at=at(1))),
+        lambda s: s.events.unsubscribe_run("r", ["w"]),
+        0,
+    ),
+    "erase_payload": (
+        lambda s: s.events.buffer(E1, at=at(0)),
+        lambda s: s.events.erase_payload("src", "e1"),
+        0,
+    ),
+    "sweep_unclaimed (step 2 of 3)": (
+        lambda s: _events(s, 20),
+        lambda s: s.events.sweep_unclaimed(at(100)),
+        1,
+    ),
+    "purge (step 2 of 3)": (
+        lambda s: (_events(s, 70), s.events.sweep_unclaimed(at(100))),
+        lambda s: s.events.purge(at(100)),
+        1,
+    ),
+    "parked_waits": (
+        lambda s: [s.events.park_wait(sub("r", f"w{i}", "k/1"), at=at(i)) for i in range(30)],
+        lambda s: s.events.parked_waits(),
+        1,
+    ),
+    "seal": (lambda s: None, lambda s: s.runs.seal("r"), 0),
+    "close": (
+        lambda s: (s.events.buffer(E1, at=at(0)), s.events.wait(W, at=at(1)), _timers(s, 2)),
+        lambda s: s.runs.close("r", ["w"]),
+        0,
+    ),
+    "arm": (lambda s: None, lambda s: s.timers.arm(timer("r", "t", 0)), 0),
+    "claim_due (step 2 of 3)": (
+        lambda s: _timers(s, 40),
+        lambda s: s.timers.claim_due(now=at(100), lease=timedelta(seconds=30)),
+        1,
+    ),
+    "disarm": (lambda s: _timers(s, 1), lambda s: s.timers.disarm("r", "t00"), 0),
+    "disarm_run": (lambda s: _timers(s, 3), lambda s: s.timers.disarm_run("r"), 0),
+}
+
+#: Roles whose contents depend on the server clock or on call tokens, not on the calls.
+NOT_COMPARED = {"seals", "replies", "reply_order"}
+
+
+def data_by_role(raw: Any, store: Any) -> dict[str, Any]:
+    return {role: raw.dump(store.keys.key(role)) for role in ROLES if role not in NOT_COMPARED}
+
+
+class Rig:
+    """A real server, a proxy in front of it, and stores of one flavour through it."""
+
+    def __init__(self, server: Any, flavour: str, proxy: ReplyLosingProxy) -> None:
+        self.server, self.flavour, self.proxy = server, flavour, proxy
+        self.loop = asyncio.new_event_loop() if flavour == "async" else None
+        self.raw = redis.Redis(port=server.port)
+        self.raw.flushall()
+        for script in catalogue().values():
+            self.raw.script_load(script.source)  # so that no NOSCRIPT reply is the lost one
+        self.closers: list[Callable[[], Any]] = []
+
+    def store(self, tenant: str, *, retries: int, direct: bool = False) -> Any:
+        port = self.server.port if direct else self.proxy.port
+        if self.loop is None:
+            client = redis.Redis(port=port, retry=Retry(NoBackoff(), retries))
+            self.closers.append(client.close)
+            return RedisStore(client, tenant=tenant)
+        aclient = redis.asyncio.Redis(
+            port=port, retry=redis.asyncio.retry.Retry(NoBackoff(), retries)
+        )
+        astore = AsyncRedisStore(aclient, tenant=tenant)
+        self.loop.run_until_complete(astore.check())
+        self.closers.append(lambda: self.loop.run_until_complete(aclient.aclose()))
+        return Blocking(astore, self.loop)
+
+    def close(self) -> None:
+        for close in self.closers:
+            close()
+        self.raw.close()
+        if self.loop is not None:
+            self.loop.close()
+
+
+@pytest.fixture(params=[(b, f) for b in ("redis7", "valkey8") for f in ("sync", "async")])
+def rig(request: pytest.FixtureRequest, servers: Any) -> Iterator[Rig]:
+    backend, flavour = request.param
+    if backend not in request.config.getoption("--backends").split(","):
+        pytest.skip(f"{backend} not selected")
+    server = servers.get(backend)
+    with ReplyLosingProxy(server.port) as proxy:
+        r = Rig(server, flavour, proxy)
+        yield r
+        r.close()
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_a_call_resent_by_the_client_answers_its_first_execution(rig, name):
+    """redis-py re-sends the call after the lost reply: same answer, same data, as one run."""
+    setup, call, after = SCENARIOS[name]
+    control = rig.store("control", retries=0, direct=True)
+    setup(control)
+    expected = call(control)
+    lossy = rig.store("lossy", retries=3)
+    setup(lossy)
+    rig.proxy.lose_next(after=after)
+    assert call(lossy) == expected
+    assert rig.proxy.lost == 1
+    assert data_by_role(rig.raw, lossy) == data_by_role(rig.raw, control)
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_after_outcome_unknown_calling_again_answers_the_first_execution(rig, name):
+    """The client gives up: OutcomeUnknown; the same call again gets the first answer."""
+    setup, call, after = SCENARIOS[name]
+    control = rig.store("control", retries=0, direct=True)
+    setup(control)
+    expected = call(control)
+    lossy = rig.store("lossy", retries=0)
+    setup(lossy)
+    rig.proxy.lose_next(after=after)
+    with pytest.raises(OutcomeUnknown) as unknown:
+        call(lossy)
+    assert isinstance(unknown.value, redis.ConnectionError)
+    assert call(lossy) == expected
+    assert data_by_role(rig.raw, lossy) == data_by_role(rig.raw, control)
+
+
+def test_a_different_call_after_outcome_unknown_runs_anew(rig):
+    """Only the same method with the same arguments resumes; another call is its own."""
+    lossy = rig.store("lossy", retries=0)
+    rig.proxy.lose_next()
+    with pytest.raises(OutcomeUnknown):
+        lossy.events.buffer(E1, at=at(0))
+    assert lossy.events.buffer(ev("e2", "k/1"), at=at(0)) is True
+    assert lossy.events.buffer(E1, at=at(0)) is True  # resumed: the lost call had stored it
+    assert lossy.events.buffer(E1, at=at(0)) is False  # a new call: a duplicate
+
+
+def test_received_replies_are_forgotten(rig):
+    """Each writing call names the tokens whose replies arrived; the server keeps about
+    one remembered reply per client."""
+    store = rig.store("acme", retries=0, direct=True)
+    for i in range(50):
+        store.events.buffer(ev(f"e{i}", "k/1"), at=at(i))
+        store.timers.arm(timer("r", f"t{i}", i))
+    assert rig.raw.hlen(store.keys.key("replies")) == 1
+    assert rig.raw.zcard(store.keys.key("reply_order")) == 1
+
+
+def test_replies_nobody_acknowledged_are_forgotten_after_a_day(rig):
+    """Entries older than 24 hours of server time go, a few per writing call."""
+    store = rig.store("acme", retries=0, direct=True)
+    replies, order = store.keys.key("replies"), store.keys.key("reply_order")
+    now_ms = int(rig.raw.time()[0]) * 1000
+    for i, age_h in enumerate((25, 30, 23)):
+        stamp = f"{now_ms - age_h * 3_600_000 + 10**15:016d}"
+        token = f"{now_ms:013d}old{i}"
+        rig.raw.hset(replies, token, stamp + "*0:")
+        rig.raw.zadd(order, {stamp + token: 0})
+    store.events.buffer(E1, at=at(0))
+    left = {t.decode()[-4:] for t in rig.raw.hkeys(replies)}
+    assert "old0" not in left
+    assert "old1" not in left
+    assert "old2" in left
+    assert rig.raw.zcard(order) == rig.raw.hlen(replies)
