@@ -55,6 +55,10 @@ try:
 except ImportError:  # pragma: no cover - pytest is optional
     pass
 else:
+    try:  # pytest-asyncio's own decorator works in its strict and auto modes alike
+        from pytest_asyncio import fixture as _async_fixture
+    except ImportError:  # pragma: no cover - then async tests need another plugin
+        _async_fixture = pytest.fixture  # type: ignore[assignment] # same call shape
 
     @pytest.fixture
     def agentplane_store() -> Iterator[RedisStore]:
@@ -63,7 +67,7 @@ else:
         yield store
         store.close_connection()
 
-    @pytest.fixture
+    @_async_fixture
     async def agentplane_async_store() -> AsyncIterator[AsyncRedisStore]:
         """A fresh AsyncRedisStore over fakeredis."""
         store = fake_async_store()

