@@ -389,6 +389,9 @@ def _fields(what: str, row: object, tag: bytes, count: int | None = None) -> lis
     try:
         return [f.decode("utf-8") for f in fields]
     except UnicodeDecodeError:
+        if tag == b"e1" and len(fields) > 3:  # name the event by its identity as stored
+            source, id_ = (f.decode("utf-8", "backslashreplace") for f in fields[2:4])
+            what = f"event ({source!r}, {id_!r})"
         fail_corrupt(what, "a field is not UTF-8")
 
 

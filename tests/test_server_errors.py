@@ -1,0 +1,162 @@
+"""Server errors keep their class, and a server that would lose data is refused
+(contract 7.4, 9.3)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import fakeredis
+import pytest
+import redis
+import redis.asyncio
+
+from agentplane_redis import (
+    AsyncRedisStore,
+    CorruptRow,
+    DurabilityNotConfirmed,
+    InvalidInput,
+    RedisStore,
+    ServerMisconfigured,
+)
+from agentplane_redis.drivers import plan_confirmation
+from agentplane_redis.keys import event_id, pack_row, unpack_row
+
+from helpers import at, ev, sub
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("kind", ["redis", "valkey"])
+def test_out_of_memory_inside_a_script_is_out_of_memory_error(start, kind):
+    """OOM raised at a write inside a script reaches the caller as OutOfMemoryError."""
+    server = start(kind)
+    store = RedisStore.from_url(server.url, tenant="acme")
+    store.events.buffer(ev("e0", "k/1"), at=at(0))
+    redis.Redis.from_url(server.url).config_set("maxmemory", 1)
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        store.events.buffer(ev("e1", "k/1"), at=at(0))
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        store.timers.claim_due()
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("kind", ["redis", "valkey"])
+def test_a_write_to_a_replica_is_read_only_error(start, kind):
+    """A store pointed at a replica gets ReadOnlyError for writes; reads work."""
+    primary = start(kind)
+    replica = start(kind, extra=("--replicaof", "127.0.0.1", str(primary.port)))
+    store = RedisStore.from_url(replica.url, tenant="acme")
+    with pytest.raises(redis.exceptions.ReadOnlyError):
+        store.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert store.events.stats().live == 0
+
+
+@pytest.mark.real
+def test_a_confirmation_the_server_refuses_is_durability_not_confirmed(start):
+    """appendonly switched off after start-up: WAITAOF is refused, DurabilityNotConfirmed."""
+    server = start("valkey", appendonly=True)
+    store = RedisStore.from_url(server.url, tenant="acme", durability="acknowledged")
+    assert store.events.buffer(ev("e0", "k/1"), at=at(0))
+    redis.Redis.from_url(server.url).config_set("appendonly", "no")
+    with pytest.raises(DurabilityNotConfirmed):
+        store.events.buffer(ev("e1", "k/1"), at=at(0))
+
+
+@pytest.mark.real
+def test_a_script_flush_between_pipelines_is_handled(start):
+    """A flush after a script was loaded: the pipeline's NOSCRIPT is resent, not raised."""
+    server = start("valkey", appendonly=True)
+    client = redis.Redis.from_url(server.url)
+    store = RedisStore(client, tenant="acme", durability="acknowledged")
+    assert store.events.buffer(ev("e0", "k/1"), at=at(0))
+    client.script_flush()
+    assert store.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert store.events.wait(sub("r", "w", "k/1"), at=at(1)).event.id == "e0"
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-lfu", "allkeys-random"])
+def test_an_evicting_server_is_refused(start, policy):
+    """allkeys-* eviction would delete rows: refused at construction and by check()."""
+    server = start("valkey", extra=("--maxmemory-policy", policy))
+    with pytest.raises(ServerMisconfigured, match=policy):
+        RedisStore.from_url(server.url)
+    with pytest.raises(ServerMisconfigured):
+        asyncio.run(AsyncRedisStore.connect(server.url))
+
+
+@pytest.mark.real
+def test_volatile_policies_are_safe_and_a_later_change_is_caught_by_check(start):
+    """volatile-* never touches keys without TTL (the store sets none); check() re-reads."""
+    server = start("redis", extra=("--maxmemory-policy", "volatile-lru"))
+    store = RedisStore.from_url(server.url)
+    assert store.check().eviction_policy == "volatile-lru"
+    redis.Redis.from_url(server.url).config_set("maxmemory-policy", "allkeys-lru")
+    with pytest.raises(ServerMisconfigured):
+        store.check()
+
+
+@pytest.mark.real
+def test_a_replica_in_its_initial_sync_does_not_count(start):
+    """Redis 7.0 confirms with WAIT: a replica not yet online cannot, so refuse."""
+    primary = start(
+        "redis", extra=("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "30")
+    )
+    start("redis", extra=("--replicaof", "127.0.0.1", str(primary.port)))
+    client = redis.Redis.from_url(primary.url)
+    deadline = time.monotonic() + 10
+    while int(client.info("replication")["connected_slaves"]) == 0:
+        assert time.monotonic() < deadline, "the replica never connected"
+        time.sleep(0.05)
+    version = client.info()["redis_version"]
+    if tuple(int(x) for x in version.split(".")[:2]) >= (7, 2):
+        pytest.skip(f"redis {version} confirms with WAITAOF")
+    with pytest.raises(DurabilityNotConfirmed, match="initial sync"):
+        RedisStore(client, durability="acknowledged")
+
+
+def test_only_online_replicas_count_in_the_plan():
+    """The confirmation asks only for replicas past their initial sync."""
+    info = {
+        "redis_version": "7.2.4",
+        "aof_enabled": 1,
+        "connected_slaves": 2,
+        "slave0": {"state": "online"},
+        "slave1": {"state": "wait_bgsave"},
+    }
+    assert plan_confirmation(info).replicas == 1
+
+
+@pytest.mark.real
+def test_the_async_store_refuses_acknowledged_at_connect(start):
+    """AsyncRedisStore.connect checks before returning, as the sync constructor does."""
+    server = start("valkey")
+    with pytest.raises(DurabilityNotConfirmed):
+        asyncio.run(AsyncRedisStore.connect(server.url, durability="acknowledged"))
+
+
+def test_stores_refuse_a_client_of_the_other_flavour():
+    """An async store over a sync client (or the reverse) is refused at construction."""
+    with pytest.raises(InvalidInput, match="asyncio"):
+        AsyncRedisStore(fakeredis.FakeRedis())
+    with pytest.raises(InvalidInput, match="synchronous"):
+        RedisStore(fakeredis.FakeAsyncRedis())
+
+
+def test_bytes_that_are_not_utf8_are_corrupt_for_decoding_clients_too(backend):
+    """A tampered row read through a decode_responses=True client is CorruptRow, named."""
+    if backend.fake_server is not None:
+        client = fakeredis.FakeRedis(server=backend.fake_server, decode_responses=True)
+    else:
+        client = redis.Redis.from_url(backend.url, decode_responses=True)
+    store = RedisStore(client, tenant="acme")
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.sweep_unclaimed(at(0))
+    key, field = store.keys.key("events"), event_id("src", "e1")
+    fields = unpack_row(backend.raw.hget(key, field))
+    fields[4] = b"\xff\xfe kind"
+    backend.raw.hset(key, field, pack_row(fields))
+    with pytest.raises(CorruptRow, match="e1"):
+        store.events.dead_letters()
+    with pytest.raises(CorruptRow):
+        store.events.minter("src", "e1")
