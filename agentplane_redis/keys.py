@@ -85,6 +85,14 @@ def validate_tenant(tenant: object) -> str:
     return name
 
 
+_GLOB = frozenset("*?[]\\")
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a Redis glob pattern that matches only itself."""
+    return "".join("\\" + c if c in _GLOB else c for c in text)
+
+
 @dataclass(frozen=True, slots=True)
 class TenantKeys:
     """The key names of one tenant."""
@@ -102,8 +110,10 @@ class TenantKeys:
         return [self.key(role) for role in roles]
 
     def acl_pattern(self) -> str:
-        """The ACL key pattern that covers exactly this tenant's keys."""
-        return f"~{self.tag}:*"
+        """The ACL key rule (``~`` and a glob pattern) that matches exactly this
+        tenant's keys: the tenant name's glob characters ``* ? [ ] \\`` are escaped,
+        so that tenant ``a*`` cannot reach tenant ``acme``."""
+        return f"~{PREFIX}:{{{glob_escape(self.tenant)}}}:*"
 
     def all(self) -> list[str]:
         return [self.key(role) for role in ROLES]
