@@ -68,6 +68,9 @@ LOST_REPLY = (ConnectionError, TimeoutError)
 MAX_ACKS = 16
 #: Unfinished plans kept for a call again, per store; the oldest is dropped.
 MAX_SUSPENDED = 64
+#: Loads of a script on NOSCRIPT before giving up (a flush may land between a load
+#: and the call it was for; NOSCRIPT means the script never ran, so this is safe).
+LOAD_ATTEMPTS = 4
 INFO_SECTIONS = ("server", "persistence", "replication", "memory")
 
 
@@ -308,26 +311,27 @@ class SyncDriver(_Driver):
         return inspect_server(info, self.durability)
 
     def _eval(self, script: LuaScript, command: tuple[Any, ...]) -> Any:
-        try:
+        for attempt in range(LOAD_ATTEMPTS):
             try:
                 return self.client.execute_command(*command, **{NEVER_DECODE: True})
             except NoScriptError:
-                self.client.script_load(script.source)
-                return self.client.execute_command(*command, **{NEVER_DECODE: True})
-        except ResponseError as error:
-            _raise_server_error(error)
+                if attempt == LOAD_ATTEMPTS - 1:
+                    raise
+                self.client.script_load(script.source)  # it never ran: load, send again
+            except ResponseError as error:
+                _raise_server_error(error)
 
     def _eval_confirmed(self, script: LuaScript, command: tuple[Any, ...]) -> Any:
         assert self.confirmation is not None
         if script.sha not in self._loaded:
             self.client.script_load(script.source)
             self._loaded.add(script.sha)
-        for attempt in range(2):
+        for attempt in range(LOAD_ATTEMPTS):
             pipe = self.client.pipeline(transaction=False)
             pipe.execute_command(*command, **{NEVER_DECODE: True})
             pipe.execute_command(*self.confirmation.command)
             reply, ack = pipe.execute(raise_on_error=False)
-            if not isinstance(reply, NoScriptError) or attempt:
+            if not isinstance(reply, NoScriptError) or attempt == LOAD_ATTEMPTS - 1:
                 break
             self.client.script_load(script.source)  # flushed: load, and send again
         return self.confirmation.settle(reply, ack)
@@ -390,26 +394,27 @@ class AsyncDriver(_Driver):
         return self.server
 
     async def _eval(self, script: LuaScript, command: tuple[Any, ...]) -> Any:
-        try:
+        for attempt in range(LOAD_ATTEMPTS):
             try:
                 return await self.client.execute_command(*command, **{NEVER_DECODE: True})
             except NoScriptError:
-                await self.client.script_load(script.source)
-                return await self.client.execute_command(*command, **{NEVER_DECODE: True})
-        except ResponseError as error:
-            _raise_server_error(error)
+                if attempt == LOAD_ATTEMPTS - 1:
+                    raise
+                await self.client.script_load(script.source)  # it never ran: load, send again
+            except ResponseError as error:
+                _raise_server_error(error)
 
     async def _eval_confirmed(self, script: LuaScript, command: tuple[Any, ...]) -> Any:
         assert self.confirmation is not None
         if script.sha not in self._loaded:
             await self.client.script_load(script.source)
             self._loaded.add(script.sha)
-        for attempt in range(2):
+        for attempt in range(LOAD_ATTEMPTS):
             pipe = self.client.pipeline(transaction=False)
             pipe.execute_command(*command, **{NEVER_DECODE: True})
             pipe.execute_command(*self.confirmation.command)
             reply, ack = await pipe.execute(raise_on_error=False)
-            if not isinstance(reply, NoScriptError) or attempt:
+            if not isinstance(reply, NoScriptError) or attempt == LOAD_ATTEMPTS - 1:
                 break
             await self.client.script_load(script.source)  # flushed: load, and send again
         return self.confirmation.settle(reply, ack)

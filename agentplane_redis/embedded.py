@@ -153,6 +153,13 @@ class Server:
                 self.process.wait()
         self.process = None
 
+    def crash(self) -> None:
+        """SIGKILL the server: no shutdown, nothing flushed beyond what fsync wrote."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
     def restart(self, timeout: float = 15.0) -> Server:
         """Stop the process and start it again on the same port and folder."""
         self._kill()

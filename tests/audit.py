@@ -1,0 +1,331 @@
+"""An auditor of a tenant's raw keys, and the load whose results it checks.
+
+The auditor decodes rows and members itself (netstrings, components, instants
+as docs/keys.md describes them), independently of the library, and checks the
+contract's invariants (2.6): every index entry points at a row in the state
+that index is for, and every row sits in exactly the indexes its state
+requires; the ledger names held rows of its own wait; counts agree.
+
+``load`` is one worker process: a seeded mix of operations over the whole
+surface on a shared tenant, every acknowledged result appended to a log, and
+every lost reply or dropped connection met by calling again, as the
+reliability docs tell callers to do. ``check_log`` proves from the logs that no
+event went to two waits, no wait got two events, no timer was handed out twice
+inside a live lease, and nothing acknowledged was lost.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from agentplane_redis import RedisStore, Resumed, Timer
+
+from helpers import ev, sub
+
+PREFIX = "agentplane:{%s}:"
+TERM = b"\x00\x01"
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def netstrings(raw: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos < len(raw):
+        colon = raw.index(b":", pos)
+        n = int(raw[pos:colon])
+        out.append(raw[colon + 1 : colon + 1 + n])
+        assert raw[colon + 1 + n : colon + 2 + n] == b",", f"bad netstring {raw!r}"
+        pos = colon + 2 + n
+    return out
+
+
+def comp(s: bytes) -> bytes:
+    return s.replace(b"\x00", b"\x00\xff") + TERM
+
+
+def instant(ms: bytes | int) -> bytes:
+    return b"%016d" % (int(ms) + 10**15)
+
+
+class Audit:
+    """Reads one tenant's raw keys and checks every invariant; raises AssertionError."""
+
+    def __init__(self, client: redis.Redis, tenant: str) -> None:
+        self.c, self.p = client, PREFIX % tenant
+
+    def h(self, suffix: str) -> dict[bytes, bytes]:
+        return self.c.hgetall(self.p + suffix)
+
+    def z(self, suffix: str) -> set[bytes]:
+        members = self.c.zrange(self.p + suffix, 0, -1, withscores=True)
+        assert all(score == 0 for _, score in members), suffix
+        return {m for m, _ in members}
+
+    def run(self) -> dict[str, int]:
+        events, payloads = self.h("event"), self.h("payload")
+        ledger = self.h("claim")
+        want: dict[str, set[bytes]] = defaultdict(set)
+        counts: dict[str, int] = defaultdict(int)
+        for eid, raw in events.items():
+            f = netstrings(raw)
+            assert f[0] == b"e1" and len(f) >= 14 and (len(f) - 14) % 2 == 0, raw
+            state, source, id_, kind, received = f[1], f[2], f[3], f[4], f[5]
+            assert eid == comp(source) + comp(id_), "row under a field not its identity"
+            counts[state.decode()] += 1
+            at = instant(received)
+            erased, claimed = f[12] == b"1", bool(f[8] or f[9] or f[10])
+            keys = [comp(f[i]) + comp(f[i + 1]) for i in range(14, len(f), 2)]
+            if state == b"live":
+                assert not claimed and not erased and f[13] == b"0", raw
+                want["event:live"].add(at + eid)
+                for nv in keys:
+                    want["event:live:key"].add(comp(kind) + nv + at + eid)
+                    want["event:live:sender"].add(comp(kind) + comp(source) + nv + at + eid)
+            elif state == b"held":
+                assert f[8] and f[9] and f[10] and not erased, raw
+                wid = comp(f[8]) + comp(f[9])
+                assert ledger.get(wid) == eid, f"held row without its ledger entry: {raw!r}"
+                want["claim:run"].add(comp(f[8]) + at + eid)
+            elif state == b"consumed":
+                assert f[8] and f[9] and f[10], raw
+                want["event:consumed"].add(at + eid)
+            elif state == b"dead":
+                assert not claimed, raw
+                want["event:dead"].add(at + eid)
+            else:
+                raise AssertionError(f"unknown state {state!r}")
+            has_payload = eid in payloads
+            assert has_payload == (state != b"consumed" and not erased), f"payload of {raw!r}"
+        for wid, eid in ledger.items():
+            f = netstrings(events[eid])
+            assert f[1] == b"held" and comp(f[8]) + comp(f[9]) == wid, "ledger names another"
+        for key in ("event:live", "event:live:key", "event:live:sender", "event:consumed"):
+            assert self.z(key) == want[key], f"{key} disagrees with the rows"
+        assert self.z("event:dead") == want["event:dead"], "event:dead disagrees with the rows"
+        assert self.z("claim:run") == want["claim:run"], "claim:run disagrees with the ledger"
+        assert set(payloads) <= set(events), "a payload without its row"
+        self.waits(ledger)
+        self.timers()
+        return dict(counts)
+
+    def waits(self, ledger: dict[bytes, bytes]) -> None:
+        waits, marks, seals = self.h("wait"), self.h("mark"), self.h("seal")
+        wait_keys, order = self.z("wait:key"), self.z("wait:order")
+        match, by_sender = self.z("wait:match"), self.z("wait:match:sender")
+        want_order, want_match, want_sender, rows_of = set(), set(), set(), defaultdict(int)
+        for m in wait_keys:
+            at, head = m[-16:], m[:-16]
+            parts = head.split(TERM)[:-1]
+            assert len(parts) == 4, m
+            run, effect = (x.replace(b"\x00\xff", b"\x00") for x in parts[:2])
+            wid = comp(run) + comp(effect)
+            nv = head[len(wid) :]
+            assert wid in waits, "a key row of an unregistered wait"
+            rows_of[wid] += 1
+            want_order.add(at + wid + nv)
+            attrs = netstrings(waits[wid])
+            assert attrs[0] == b"w1" and attrs[3] in (b"forward", b"compensating"), attrs
+            if wid not in marks and run not in seals:
+                if attrs[5]:
+                    want_sender.add(comp(attrs[1]) + comp(attrs[5]) + nv + at + wid)
+                else:
+                    want_match.add(comp(attrs[1]) + nv + at + wid)
+        assert set(waits) == set(rows_of), "a wait without key rows"
+        assert order == want_order, "wait:order disagrees with wait:key"
+        assert match == want_match, "wait:match holds other than unparked, unsealed waits"
+        assert by_sender == want_sender, "wait:match:sender disagrees"
+        index = self.z("mark:index")
+        assert {m[1:] for m in index} == set(marks), "mark:index disagrees with the marks"
+        assert len(index) == len(marks), "a mark in two classes"
+        for wid in ledger:
+            assert wid in marks, "a wait holding a claim is not parked"
+
+    def timers(self) -> None:
+        rows = self.h("timer")
+        due, ready, held, by_run = (
+            self.z("timer:due"),
+            self.z("timer:ready"),
+            self.z("timer:held"),
+            self.z("timer:run"),
+        )
+        assert by_run == set(rows), "timer:run disagrees with the rows"
+        want_due, seen = set(), set()
+        for tid, raw in rows.items():
+            f = netstrings(raw)
+            assert f[0] == b"t1" and len(f) == 7 and f[3] in (b"forward", b"compensating"), raw
+            member = instant(f[1]) + tid
+            want_due.add(member)
+            in_ready = member in ready
+            in_held = bool(f[5]) and instant(int(f[5]) + int(f[6])) + tid in held
+            assert in_ready != in_held, f"timer in {'both' if in_ready else 'neither'}: {raw!r}"
+            seen.add(member if in_ready else instant(int(f[5]) + int(f[6])) + tid)
+        assert due == want_due, "timer:due disagrees with the rows"
+        assert ready | held == seen, "timer:ready or timer:held names a timer that is gone"
+
+
+# ---------------------------------------------------------------- the load
+
+
+def client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(
+        url, socket_timeout=5, retry=Retry(ExponentialBackoff(cap=0.5, base=0.01), 8)
+    )
+
+
+def persist(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """Calls until an answer comes: after OutcomeUnknown (a ConnectionError) the same
+    call again resumes the lost one; a down or loading server is waited for."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return call(*args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def load(url: str, tenant: str, name: str, ops: int, seed: int, log: str, start: Any) -> None:
+    """One worker: a seeded mix over the surface; every acknowledged result logged."""
+    rng = random.Random(seed)
+    store = persist(RedisStore, client(url), tenant=tenant)
+    e, t, r, rn = store.events, store.timers, store.runs, f"{name}-run"
+    out = Path(log).open("a")
+    mine: list[str] = []
+    waits: list[tuple[str, str, str]] = []
+    holding: list[tuple[str, str]] = []
+    start.wait()
+
+    def note(**entry: Any) -> None:
+        out.write(json.dumps({"w": name, **entry}) + "\n")
+        out.flush()
+
+    for n in range(ops):
+        key = f"k/{rng.randrange(6)}"
+        roll = rng.random()
+        if roll < 0.25:
+            event = ev(f"{name}-e{n}", key)
+            outcome = persist(e.deliver, event)
+            won = (
+                [outcome.subscription.run, outcome.subscription.effect]
+                if isinstance(outcome, Resumed)
+                else None
+            )
+            note(op="deliver", event=event.id, outcome=type(outcome).__name__, wait=won)
+            mine.append(event.id)
+        elif roll < 0.45:
+            w = sub(f"{rn}{n}", "w", key)
+            got = persist(e.wait, w)
+            note(op="wait", wait=[w.run, w.effect], event=got.event.id if got else None)
+            (holding if got else waits).append((w.run, w.effect) if got else (w.run, w.effect, key))
+        elif roll < 0.5 and waits:
+            run, effect, k = waits.pop(rng.randrange(len(waits)))
+            got = persist(e.claim_for, sub(run, effect, k))
+            note(op="claim_for", wait=[run, effect], event=got.event.id if got else None)
+            if got:
+                holding.append((run, effect))
+            else:
+                waits.append((run, effect, k))
+        elif roll < 0.58 and holding:
+            run, effect = holding.pop(rng.randrange(len(holding)))
+            persist(e.unsubscribe, run, effect)  # the payload is journaled by now
+            note(op="unsubscribe", wait=[run, effect])
+        elif roll < 0.72:
+            fire = datetime.now(timezone.utc) + timedelta(milliseconds=rng.randrange(-500, 1500))
+            new = persist(t.arm, Timer(f"{rn}{n}", "t", fire))
+            note(op="arm", timer=[f"{rn}{n}", "t"], new=new)
+        elif roll < 0.86:
+            lease = 3000
+            begun = time.time()
+            got = persist(t.claim_due, limit=4, lease=timedelta(milliseconds=lease))
+            note(
+                op="claim_due",
+                timers=[[x.run, x.effect] for x in got],
+                start=begun,
+                end=time.time(),
+                lease=lease,
+            )
+            for x in got[: len(got) // 2]:
+                note(
+                    op="disarm", timer=[x.run, x.effect], existed=persist(t.disarm, x.run, x.effect)
+                )
+        elif roll < 0.9 and holding:
+            run, _ = holding.pop(rng.randrange(len(holding)))
+            closed = persist(r.close, run)
+            note(op="close", run=run, released=len(closed.retired.released))
+        elif roll < 0.93:
+            done = persist(e.sweep_unclaimed, datetime.now(timezone.utc) - timedelta(seconds=2))
+            note(op="sweep", retired=done)
+        elif roll < 0.96 and mine:
+            victim = mine[rng.randrange(len(mine))]
+            note(op="erase", event=victim, existed=persist(e.erase_payload, "src", victim))
+        else:
+            persist(e.parked_waits, 10)
+            persist(e.stats)
+    out.close()
+
+
+def check_log(lines: list[dict[str, Any]], client: redis.Redis, tenant: str) -> dict[str, int]:
+    """What the logs prove, against the final state."""
+    p = PREFIX % tenant
+    events_of_wait: dict[tuple[str, str], set[str]] = defaultdict(set)
+    waits_of_event: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    stored, armed, gone = set(), set(), set()
+    claims: dict[tuple[str, str], list[tuple[float, float, int]]] = defaultdict(list)
+    closed, erased = set(), set()
+    for x in lines:
+        if x["op"] == "deliver":
+            if x["outcome"] in ("Buffered", "Resumed"):
+                stored.add(x["event"])
+            if x["wait"]:
+                events_of_wait[tuple(x["wait"])].add(x["event"])
+                waits_of_event[x["event"]].add(tuple(x["wait"]))
+        elif x["op"] in ("wait", "claim_for") and x["event"]:
+            events_of_wait[tuple(x["wait"])].add(x["event"])
+            waits_of_event[x["event"]].add(tuple(x["wait"]))
+        elif x["op"] == "arm" and x["new"]:
+            armed.add(tuple(x["timer"]))
+        elif x["op"] == "disarm" and x["existed"]:
+            gone.add(tuple(x["timer"]))
+        elif x["op"] == "erase" and x["existed"]:
+            erased.add(x["event"])
+        elif x["op"] == "close":
+            closed.add(x["run"])
+        elif x["op"] == "claim_due":
+            for tm in x["timers"]:
+                claims[tuple(tm)].append((x["start"], x["end"], x["lease"]))
+    for wait, evs in events_of_wait.items():
+        # Erasing the event a wait holds makes the wait matchable again (contract 3.13).
+        assert len(evs - erased) <= 1, f"wait {wait} was given {sorted(evs)}"
+    for event, ws in waits_of_event.items():
+        assert len(ws) == 1, f"event {event} went to {sorted(ws)}"
+    rows = client.hkeys(p + "event")
+    present = {netstrings(client.hget(p + "event", k))[3].decode() for k in rows}
+    lost = stored - present
+    assert not lost, f"acknowledged events lost: {sorted(lost)[:5]}"
+    timers = {tuple(x.decode() for x in k.split(TERM)[:2]) for k in client.hkeys(p + "timer")}
+    missing = {tm for tm in armed - gone if tm[0] not in closed} - timers
+    assert not missing, f"acknowledged timers lost: {sorted(missing)[:5]}"
+    for tm, spans in claims.items():
+        spans.sort()
+        for (s1, _e1, lease), (_s2, e2, _l2) in itertools.pairwise(spans):
+            # The second claim ended before the first could have begun plus its lease.
+            assert e2 >= s1 + lease / 1000 - 0.05, f"timer {tm} handed out twice in a lease"
+    return {
+        "acknowledged events": len(stored),
+        "pairings": len(events_of_wait),
+        "timers armed": len(armed),
+        "timer claims": sum(len(v) for v in claims.values()),
+    }
