@@ -2,11 +2,12 @@
 
 Redis checks ACLs inside scripts too, for keys and for commands, so the grant
 names every command the scripts call (``SCRIPT_COMMANDS``; a test reads them
-back out of ``lua/``) besides ``EVALSHA`` and ``SCRIPT LOAD`` that send them,
-``INFO`` for the start-up check, ``PING`` for health checks, and the
-confirmation of acknowledged writes for the server's version (``WAITAOF``
-from Redis 7.2 and on Valkey, ``WAIT`` before; Redis 7.0 refuses a rule that
-names a command it does not have). See ``docs/security.md``.
+back out of ``lua/``) besides ``EVALSHA`` and ``EVAL`` that send them (``EVAL``
+with the source when the script cache misses), ``INFO`` for the start-up check,
+``PING`` for health checks, and the confirmation of acknowledged writes for the
+server's version (``WAITAOF`` from Redis 7.2 and on Valkey, ``WAIT`` before;
+Redis 7.0 refuses a rule that names a command it does not have). See
+``docs/security.md``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ SCRIPT_COMMANDS = (
     "zrevrange",
 )
 #: What the store itself sends, besides the scripts' own commands.
-STORE_COMMANDS = ("evalsha", "script|load", "info", "ping")
+STORE_COMMANDS = ("evalsha", "eval", "info", "ping")
 
 
 def _has_waitaof(info: Mapping[str, Any]) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 import redis.asyncio
 
 from .drivers import AsyncDriver, ServerCheck
-from .store import AsyncEvents, AsyncRuns, AsyncTimers, StoreBase
+from .store import AsyncEvents, AsyncRuns, AsyncTimers, StoreBase, client_options
 
 
 class AsyncRedisStore(StoreBase[AsyncDriver, AsyncEvents, AsyncTimers, AsyncRuns]):
@@ -38,8 +38,9 @@ class AsyncRedisStore(StoreBase[AsyncDriver, AsyncEvents, AsyncTimers, AsyncRuns
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncRedisStore:
-        """A store over ``redis.asyncio.Redis.from_url(url)``."""
-        return cls(redis.asyncio.Redis.from_url(url), **options)
+        """A store over ``redis.asyncio.Redis.from_url(url)`` with timeouts and retries
+        (``client_options``)."""
+        return cls(redis.asyncio.Redis.from_url(url, **client_options(asyncio=True)), **options)
 
     async def close_connection(self) -> None:
         """Close the client's connections."""

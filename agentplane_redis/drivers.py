@@ -4,8 +4,9 @@
 its reply (``NEVER_DECODE``), so a client made with ``decode_responses=True``
 gets the same replies, and bytes that are not UTF-8 reach the codec, which
 reports them as ``CorruptRow``. On ``NOSCRIPT`` (after a restart, failover or
-``SCRIPT FLUSH``) the script is loaded and the call sent once more: safe, since
-it never ran. An error the server raised inside a script keeps the class its
+``SCRIPT FLUSH``) the call is sent once more as ``EVAL`` with the script's
+source, which cannot miss and caches the script again: safe, since it never
+ran. An error the server raised inside a script keeps the class its
 code gives it (``OutOfMemoryError``, ``ReadOnlyError``, ...).
 
 **Lost replies.** A writing call carries a call token (``ops.Call``), and the
@@ -20,7 +21,8 @@ execution's answer.
 
 **Durability.** With ``durability="acknowledged"`` a writing call is sent in one
 pipeline with ``WAITAOF`` (or ``WAIT`` on Redis 7.0), so the confirmation covers
-the connection that ran the script.
+the connection that ran the script; a pipeline cannot handle ``NOSCRIPT`` half
+way, so a script's first pipeline sends its source.
 
 **The server check.** Before its first call the store reads ``INFO`` once: it
 refuses an ``allkeys-*`` eviction policy (eviction would silently drop rows)
@@ -68,10 +70,15 @@ LOST_REPLY = (ConnectionError, TimeoutError)
 MAX_ACKS = 16
 #: Unfinished plans kept for a call again, per store; the oldest is dropped.
 MAX_SUSPENDED = 64
-#: Loads of a script on NOSCRIPT before giving up (a flush may land between a load
-#: and the call it was for; NOSCRIPT means the script never ran, so this is safe).
-LOAD_ATTEMPTS = 4
+#: Replies of script calls are never decoded by the client (see the module's doc).
+_RAW = {NEVER_DECODE: True}
 INFO_SECTIONS = ("server", "persistence", "replication", "memory")
+
+
+def _script(script: LuaScript, by_source: bool) -> tuple[str, str]:
+    """How a call names its script: ``EVALSHA sha``, or ``EVAL source``, which cannot
+    miss the script cache (and fills it again)."""
+    return ("EVAL", script.source) if by_source else ("EVALSHA", script.sha)
 
 
 def durability_mode(value: object) -> str:
@@ -238,8 +245,8 @@ class _Driver:
         self.server: ServerCheck | None = None
         self.scripts: dict[str, LuaScript] = dict(catalogue())
         self._acks: deque[str] = deque()
-        #: Scripts loaded before their first pipeline (NOSCRIPT there costs a resend).
-        self._loaded: set[str] = set()
+        #: Scripts sent whole at least once in a pipeline (NOSCRIPT there costs a resend).
+        self._sent: set[str] = set()
         self._suspended: list[_Suspended] = []
         self._lock = threading.Lock()
 
@@ -260,9 +267,9 @@ class _Driver:
         return acks
 
     def _command(self, call: Call, acks: list[str]) -> tuple[Any, ...]:
+        """The arguments after the script: key count, keys, then token, acks and args."""
         head: tuple[str, ...] = (call.token, ",".join(acks)) if call.writes else ()
-        script = self.scripts[call.script]
-        return ("EVALSHA", script.sha, len(call.keys), *call.keys, *head, *call.args)
+        return (len(call.keys), *call.keys, *head, *call.args)
 
     def _received(self, call: Call, reply: Any) -> Any:
         if not call.writes:
@@ -310,41 +317,38 @@ class SyncDriver(_Driver):
             info = None
         return inspect_server(info, self.durability)
 
-    def _eval(self, script: LuaScript, command: tuple[Any, ...]) -> Any:
-        for attempt in range(LOAD_ATTEMPTS):
+    def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+        try:
             try:
-                return self.client.execute_command(*command, **{NEVER_DECODE: True})
-            except NoScriptError:
-                if attempt == LOAD_ATTEMPTS - 1:
-                    raise
-                self.client.script_load(script.source)  # it never ran: load, send again
-            except ResponseError as error:
-                _raise_server_error(error)
+                return self.client.execute_command("EVALSHA", script.sha, *tail, **_RAW)
+            except NoScriptError:  # not cached (restart, failover, flush): it never ran
+                return self.client.execute_command("EVAL", script.source, *tail, **_RAW)
+        except ResponseError as error:
+            _raise_server_error(error)
 
-    def _eval_confirmed(self, script: LuaScript, command: tuple[Any, ...]) -> Any:
+    def _eval_confirmed(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         assert self.confirmation is not None
-        if script.sha not in self._loaded:
-            self.client.script_load(script.source)
-            self._loaded.add(script.sha)
-        for attempt in range(LOAD_ATTEMPTS):
+        by_source = script.sha not in self._sent
+        while True:
             pipe = self.client.pipeline(transaction=False)
-            pipe.execute_command(*command, **{NEVER_DECODE: True})
+            pipe.execute_command(*_script(script, by_source), *tail, **_RAW)
             pipe.execute_command(*self.confirmation.command)
             reply, ack = pipe.execute(raise_on_error=False)
-            if not isinstance(reply, NoScriptError) or attempt == LOAD_ATTEMPTS - 1:
+            if by_source or not isinstance(reply, NoScriptError):
                 break
-            self.client.script_load(script.source)  # flushed: load, and send again
+            by_source = True  # flushed since it was sent: send the source itself
+        self._sent.add(script.sha)
         return self.confirmation.settle(reply, ack)
 
     def execute(self, call: Call) -> Any:
         acks = self._take_acks(call)
-        command = self._command(call, acks)
+        tail = self._command(call, acks)
         script = self.scripts[call.script]
         try:
             if self._confirms(call):
-                reply = self._eval_confirmed(script, command)
+                reply = self._eval_confirmed(script, tail)
             else:
-                reply = self._eval(script, command)
+                reply = self._eval(script, tail)
         except BaseException:
             self._acks.extend(acks)
             raise
@@ -393,43 +397,40 @@ class AsyncDriver(_Driver):
         self.server = inspect_server(info, self.durability)
         return self.server
 
-    async def _eval(self, script: LuaScript, command: tuple[Any, ...]) -> Any:
-        for attempt in range(LOAD_ATTEMPTS):
+    async def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+        try:
             try:
-                return await self.client.execute_command(*command, **{NEVER_DECODE: True})
-            except NoScriptError:
-                if attempt == LOAD_ATTEMPTS - 1:
-                    raise
-                await self.client.script_load(script.source)  # it never ran: load, send again
-            except ResponseError as error:
-                _raise_server_error(error)
+                return await self.client.execute_command("EVALSHA", script.sha, *tail, **_RAW)
+            except NoScriptError:  # not cached (restart, failover, flush): it never ran
+                return await self.client.execute_command("EVAL", script.source, *tail, **_RAW)
+        except ResponseError as error:
+            _raise_server_error(error)
 
-    async def _eval_confirmed(self, script: LuaScript, command: tuple[Any, ...]) -> Any:
+    async def _eval_confirmed(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         assert self.confirmation is not None
-        if script.sha not in self._loaded:
-            await self.client.script_load(script.source)
-            self._loaded.add(script.sha)
-        for attempt in range(LOAD_ATTEMPTS):
+        by_source = script.sha not in self._sent
+        while True:
             pipe = self.client.pipeline(transaction=False)
-            pipe.execute_command(*command, **{NEVER_DECODE: True})
+            pipe.execute_command(*_script(script, by_source), *tail, **_RAW)
             pipe.execute_command(*self.confirmation.command)
             reply, ack = await pipe.execute(raise_on_error=False)
-            if not isinstance(reply, NoScriptError) or attempt == LOAD_ATTEMPTS - 1:
+            if by_source or not isinstance(reply, NoScriptError):
                 break
-            await self.client.script_load(script.source)  # flushed: load, and send again
+            by_source = True  # flushed since it was sent: send the source itself
+        self._sent.add(script.sha)
         return self.confirmation.settle(reply, ack)
 
     async def execute(self, call: Call) -> Any:
         if self.server is None:
             await self.check()
         acks = self._take_acks(call)
-        command = self._command(call, acks)
+        tail = self._command(call, acks)
         script = self.scripts[call.script]
         try:
             if self._confirms(call):
-                reply = await self._eval_confirmed(script, command)
+                reply = await self._eval_confirmed(script, tail)
             else:
-                reply = await self._eval(script, command)
+                reply = await self._eval(script, tail)
         except BaseException:
             self._acks.extend(acks)
             raise

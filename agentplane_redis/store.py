@@ -13,11 +13,33 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import redis
+import redis.asyncio.retry
+from redis.backoff import EqualJitterBackoff
+from redis.retry import Retry
 
 from . import ops
 from .drivers import AsyncDriver, ServerCheck, SyncDriver, durability_mode
 from .keys import TenantKeys
 from .ops import Context, Plan, make_context
+
+#: What ``from_url`` gives the client (a ``?socket_timeout=...`` in the URL still wins):
+#: a reply that never comes is detected, and a call whose connection broke is sent
+#: again, which call tokens make safe (docs/reliability.md).
+SOCKET_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 5.0
+RETRIES = 5
+
+
+def client_options(asyncio: bool = False) -> dict[str, Any]:
+    backoff = EqualJitterBackoff(cap=1.0, base=0.05)
+    retry = redis.asyncio.retry.Retry(backoff, RETRIES) if asyncio else Retry(backoff, RETRIES)
+    return {
+        "socket_timeout": SOCKET_TIMEOUT_S,
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "retry": retry,
+        "retry_on_error": [redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
+    }
+
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -208,8 +230,9 @@ class RedisStore(StoreBase[SyncDriver, Events, Timers, Runs]):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:
-        """A store over ``redis.Redis.from_url(url)``; options as for the constructor."""
-        return cls(redis.Redis.from_url(url), **options)
+        """A store over ``redis.Redis.from_url(url)`` with timeouts and retries
+        (``client_options``); options as for the constructor."""
+        return cls(redis.Redis.from_url(url, **client_options()), **options)
 
     def close_connection(self) -> None:
         """Close the client's connections."""

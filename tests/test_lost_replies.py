@@ -241,3 +241,21 @@ def test_replies_nobody_acknowledged_are_forgotten_after_a_day(rig):
     assert "old1" not in left
     assert "old2" in left
     assert rig.raw.zcard(order) == rig.raw.hlen(replies)
+
+
+def test_from_url_builds_a_client_that_detects_and_resends(rig):
+    """from_url sets a socket timeout and retries: a lost reply is resent and replayed."""
+    if rig.flavour == "async":
+        store = Blocking(AsyncRedisStore.from_url(rig.proxy.url, tenant="acme"), rig.loop)
+        kwargs = store._target.client.connection_pool.connection_kwargs
+        rig.closers.append(lambda: rig.loop.run_until_complete(store._target.close_connection()))
+    else:
+        store = RedisStore.from_url(rig.proxy.url, tenant="acme")
+        kwargs = store.client.connection_pool.connection_kwargs
+        rig.closers.append(store.close_connection)
+    assert kwargs["socket_timeout"] is not None
+    assert kwargs["retry"].get_retries() > 0
+    store.events.stats()
+    rig.proxy.lose_next()
+    assert store.events.buffer(E1, at=at(0)) is True
+    assert rig.proxy.lost == 1
