@@ -279,6 +279,28 @@ class _Driver:
             return codec.replayed(reply[1])
         return reply
 
+    def _confirmed_pipeline(self, script: LuaScript, tail: tuple[Any, ...], by_source: bool) -> Any:
+        """A pipeline of the script call and its confirmation, on one connection."""
+        assert self.confirmation is not None
+        pipe = self.client.pipeline(transaction=False)
+        pipe.execute_command(*_script(script, by_source), *tail, **_RAW)
+        pipe.execute_command(*self.confirmation.command)
+        return pipe
+
+    def _settle(self, script: LuaScript, reply: Any, ack: Any) -> Any:
+        assert self.confirmation is not None
+        self._sent.add(script.sha)
+        return self.confirmation.settle(reply, ack)
+
+    def _start(
+        self, op: Callable[..., Plan[T]], args: Any, kwargs: Any
+    ) -> tuple[Plan[T], Call | None]:
+        """A new plan for the call, or the one a lost reply left for the same call."""
+        entry = self._resume(op, args, kwargs)
+        if entry is None:
+            return op(self.ctx, *args, **kwargs), None
+        return entry.plan, entry.call
+
     def _resume(self, op: Callable[..., Plan[T]], args: Any, kwargs: Any) -> _Suspended | None:
         with self._lock:
             for i, entry in enumerate(self._suspended):
@@ -327,18 +349,14 @@ class SyncDriver(_Driver):
             _raise_server_error(error)
 
     def _eval_confirmed(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
-        assert self.confirmation is not None
         by_source = script.sha not in self._sent
         while True:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.execute_command(*_script(script, by_source), *tail, **_RAW)
-            pipe.execute_command(*self.confirmation.command)
+            pipe = self._confirmed_pipeline(script, tail, by_source)
             reply, ack = pipe.execute(raise_on_error=False)
             if by_source or not isinstance(reply, NoScriptError):
                 break
             by_source = True  # flushed since it was sent: send the source itself
-        self._sent.add(script.sha)
-        return self.confirmation.settle(reply, ack)
+        return self._settle(script, reply, ack)
 
     def execute(self, call: Call) -> Any:
         acks = self._take_acks(call)
@@ -357,9 +375,7 @@ class SyncDriver(_Driver):
     def call(self, op: Callable[..., Plan[T]], args: Any, kwargs: Any) -> T:
         """Runs the plan of ``op(ctx, *args, **kwargs)``, or resumes the one a lost
         reply left unfinished for the same call."""
-        entry = self._resume(op, args, kwargs)
-        plan = op(self.ctx, *args, **kwargs) if entry is None else entry.plan
-        call = None if entry is None else entry.call
+        plan, call = self._start(op, args, kwargs)
         kept = False
         try:
             if call is None:
@@ -407,18 +423,14 @@ class AsyncDriver(_Driver):
             _raise_server_error(error)
 
     async def _eval_confirmed(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
-        assert self.confirmation is not None
         by_source = script.sha not in self._sent
         while True:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.execute_command(*_script(script, by_source), *tail, **_RAW)
-            pipe.execute_command(*self.confirmation.command)
+            pipe = self._confirmed_pipeline(script, tail, by_source)
             reply, ack = await pipe.execute(raise_on_error=False)
             if by_source or not isinstance(reply, NoScriptError):
                 break
             by_source = True  # flushed since it was sent: send the source itself
-        self._sent.add(script.sha)
-        return self.confirmation.settle(reply, ack)
+        return self._settle(script, reply, ack)
 
     async def execute(self, call: Call) -> Any:
         if self.server is None:
@@ -439,9 +451,7 @@ class AsyncDriver(_Driver):
     async def call(self, op: Callable[..., Plan[T]], args: Any, kwargs: Any) -> T:
         """Runs the plan of ``op(ctx, *args, **kwargs)``, or resumes the one a lost
         reply (or a cancellation) left unfinished for the same call."""
-        entry = self._resume(op, args, kwargs)
-        plan = op(self.ctx, *args, **kwargs) if entry is None else entry.plan
-        call = None if entry is None else entry.call
+        plan, call = self._start(op, args, kwargs)
         kept = False
         try:
             if call is None:

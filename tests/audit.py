@@ -11,7 +11,9 @@ surface on a shared tenant, every acknowledged result appended to a log, and
 every lost reply or dropped connection met by calling again, as the
 reliability docs tell callers to do. ``check_log`` proves from the logs that no
 event went to two waits, no wait got two events, no timer was handed out twice
-inside a live lease, and nothing acknowledged was lost.
+inside a live lease, nothing acknowledged was lost, and no call answered as if
+it had run before (every id the load stores or arms is new, so a `Duplicate`
+or a `False` would be a lost reply answered wrongly).
 """
 
 from __future__ import annotations
@@ -287,15 +289,17 @@ def check_log(lines: list[dict[str, Any]], client: redis.Redis, tenant: str) -> 
     closed, erased = set(), set()
     for x in lines:
         if x["op"] == "deliver":
-            if x["outcome"] in ("Buffered", "Resumed"):
-                stored.add(x["event"])
+            # Every id is new: Duplicate would be a lost reply answered wrongly.
+            assert x["outcome"] in ("Buffered", "Resumed"), f"a new event answered {x}"
+            stored.add(x["event"])
             if x["wait"]:
                 events_of_wait[tuple(x["wait"])].add(x["event"])
                 waits_of_event[x["event"]].add(tuple(x["wait"]))
         elif x["op"] in ("wait", "claim_for") and x["event"]:
             events_of_wait[tuple(x["wait"])].add(x["event"])
             waits_of_event[x["event"]].add(tuple(x["wait"]))
-        elif x["op"] == "arm" and x["new"]:
+        elif x["op"] == "arm":
+            assert x["new"], f"a new timer answered False: {x}"
             armed.add(tuple(x["timer"]))
         elif x["op"] == "disarm" and x["existed"]:
             gone.add(tuple(x["timer"]))

@@ -260,12 +260,19 @@ def test_the_store_behaves_like_the_model(target, client_options, servers, reque
         pass
 
     Bound.make_store = staticmethod(make_store)
-    soak = request.config.getoption("--soak")
+    run_machine(Bound, request, examples=(150, 2000), steps=(40, 60))
+
+
+def run_machine(
+    machine: type[Machine], request: Any, examples: tuple[int, int], steps: tuple[int, int]
+) -> None:
+    """Runs the machine: (default, --soak) examples and steps; derandomized by default."""
+    soak = bool(request.config.getoption("--soak"))
     run_state_machine_as_test(
-        Bound,
+        machine,
         settings=settings(
-            max_examples=2000 if soak else 150,
-            stateful_step_count=60 if soak else 40,
+            max_examples=examples[soak],
+            stateful_step_count=steps[soak],
             deadline=None,
             suppress_health_check=list(HealthCheck),
             derandomize=not soak,
@@ -318,14 +325,4 @@ def test_operations_in_one_tenant_never_touch_another(target, servers, request):
             assert snapshot(client, neighbour) == before
 
     Bound.make_store = staticmethod(lambda: RedisStore(client, tenant=f"t*{next(_tenants)}"))
-    soak = request.config.getoption("--soak")
-    run_state_machine_as_test(
-        Bound,
-        settings=settings(
-            max_examples=500 if soak else 40,
-            stateful_step_count=40 if soak else 25,
-            deadline=None,
-            suppress_health_check=list(HealthCheck),
-            derandomize=not soak,
-        ),
-    )
+    run_machine(Bound, request, examples=(40, 500), steps=(25, 40))

