@@ -6,6 +6,7 @@ and exits with the code ``EXIT_CODES`` gives its class, never a traceback.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import shlex
@@ -24,7 +25,7 @@ from .errors import (
     InvalidInput,
     ServerMisconfigured,
 )
-from .store import RedisStore
+from .store import RedisStore, client_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,7 +57,7 @@ class Context:
         self.url, self.tenant, self.as_json = url, tenant, as_json
 
     def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url)
+        return redis.Redis.from_url(self.url, **client_options())
 
     def store(self) -> RedisStore:
         return RedisStore(self.client(), tenant=self.tenant)
@@ -90,13 +91,13 @@ def main(ctx: click.Context, url: str, tenant: str, as_json: bool) -> None:
 def guarded(fn: F) -> F:
     """Runs a command body, turning every library or server error into one line."""
 
+    @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except (AgentplaneRedisError, redis.exceptions.RedisError) as error:
             fail(error)
 
-    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper  # type: ignore[return-value]
 
 

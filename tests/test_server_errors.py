@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import fakeredis
 import pytest
 import redis
 import redis.asyncio
+from click.testing import CliRunner
 
 from agentplane_redis import (
     AsyncRedisStore,
@@ -19,6 +21,7 @@ from agentplane_redis import (
     RedisStore,
     ServerMisconfigured,
 )
+from agentplane_redis.cli import EXIT_SERVER, EXIT_UNREACHABLE, main
 from agentplane_redis.drivers import plan_confirmation
 from agentplane_redis.keys import event_id, pack_row, unpack_row
 
@@ -160,3 +163,28 @@ def test_bytes_that_are_not_utf8_are_corrupt_for_decoding_clients_too(backend):
         store.events.dead_letters()
     with pytest.raises(CorruptRow):
         store.events.minter("src", "e1")
+
+
+@pytest.mark.real
+def test_the_check_command_reports_and_refuses(start):
+    """agentplane-redis check: the findings (--json pinned), and exit 5 with one line for
+    an evicting server, 4 for an unreachable one."""
+    good = start("valkey", appendonly=True)
+    result = CliRunner().invoke(main, ["--url", good.url, "--json", "check"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output)
+    assert set(found) == {"server", "eviction_policy", "appendonly", "online_replicas"}
+    assert found["server"].startswith("valkey ")
+    assert (found["eviction_policy"], found["appendonly"], found["online_replicas"]) == (
+        "noeviction",
+        True,
+        0,
+    )
+    bad = start("redis", extra=("--maxmemory-policy", "allkeys-lru"))
+    result = CliRunner().invoke(main, ["--url", bad.url, "check"])
+    assert result.exit_code == EXIT_SERVER
+    assert "allkeys-lru" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    down = CliRunner().invoke(main, ["--url", "redis://127.0.0.1:1/0", "check"])
+    assert down.exit_code == EXIT_UNREACHABLE
+    assert len(down.output.strip().splitlines()) == 1
