@@ -47,8 +47,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", help="run the long soak tests too")
 
 
+#: A soak run's tests may take this long each (the default run keeps pytest.ini's limit).
+SOAK_TIMEOUT_S = 3 * 3600
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--soak"):
+        for item in items:
+            item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT_S))
         return
     skip = pytest.mark.skip(reason="soak run: pass --soak")
     for item in items:
