@@ -333,6 +333,13 @@ def stats(ctx: Context) -> Plan[EventStats]:
     return EventStats(*(codec.integer(x) for x in reply[1:7]))
 
 
+def oldest_live(ctx: Context) -> Plan[datetime | None]:
+    """When the oldest live event (unclaimed, not dead) was received; None when none is."""
+    reply = yield ctx.call("oldest_live", [])
+    codec.check_status(reply)
+    return codec.to_datetime(codec.integer(reply[1])) if len(reply) > 1 else None
+
+
 # ---------------------------------------------------------------- runs
 
 

@@ -112,6 +112,7 @@ class EventOps:
     waiting = Op(ops.waiting)
     purge = Op(ops.purge)
     stats = Op(ops.stats)
+    oldest_live = Op(ops.oldest_live)
 
 
 class TimerOps:

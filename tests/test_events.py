@@ -790,3 +790,16 @@ def test_instants_keep_milliseconds_and_negative_times_order(store):
     assert [g.event.id for g in got] == ["ancient", "early", "late"]
     assert got[1].received_at == early.replace(microsecond=999_000)
     assert got[0].received_at == ancient
+
+
+def test_oldest_live_is_when_the_oldest_unclaimed_event_arrived(store):
+    """oldest_live: None on an empty store; the received_at of the oldest live row,
+    which moves on as rows are claimed or swept."""
+    assert store.events.oldest_live() is None
+    store.events.buffer(ev("e1", "k/1"), at=at(5))
+    store.events.buffer(ev("e2", "k/2"), at=at(9))
+    assert store.events.oldest_live() == at(5)
+    store.events.claim_for(sub("r", "w", "k/1"), at=at(10))
+    assert store.events.oldest_live() == at(9)
+    store.events.sweep_unclaimed(at(9))
+    assert store.events.oldest_live() is None
