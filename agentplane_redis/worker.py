@@ -1,0 +1,474 @@
+"""The worker: the periodic passes a runtime runs (contract 1.3, obligation 5).
+
+One pass over each store: claim due timers and hand each to ``on_timer``,
+disarming it when the handler returns (an exception leaves it claimed, so the
+lease expiry retries it); hand each parked wait and the event it holds to
+``on_redelivery``; sweep events older than ``sweep_grace`` into dead letters
+and purge rows older than ``retention`` (both off unless given); then sleep
+until the next due timer or ``poll_interval``, whichever is sooner.
+
+The pass is decided once, by ``plan_pass``, a generator that does no I/O: it
+yields store calls and handler batches, and the sync ``Worker`` or the asyncio
+``AsyncWorker`` carries them out. Signals, backoff and reconnection live in
+the loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeAlias
+
+import redis
+
+from .errors import InvalidInput
+from .model import BufferedEvent, Subscription, Timer
+
+log = logging.getLogger("agentplane_redis.worker")
+
+#: Failures after which a pass is retried with backoff: the server is away.
+UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+#: A handler still running after this share of its lease is logged loudly.
+LEASE_WARNING = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How a worker works; every field is a keyword argument of ``Worker``."""
+
+    lease: timedelta = timedelta(seconds=60)
+    batch: int = 64
+    poll_interval: float = 1.0
+    concurrency: int = 1
+    redelivery_interval: float = 10.0
+    sweep_grace: timedelta | None = None
+    retention: timedelta | None = None
+    housekeeping_interval: float = 60.0
+    max_backoff: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.lease, timedelta) or self.lease <= timedelta(0):
+            raise InvalidInput("lease must be a positive timedelta")
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
+            raise InvalidInput("batch must be an int of at least 1")
+        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int):
+            raise InvalidInput("concurrency must be an int")
+        if self.concurrency < 1:
+            raise InvalidInput("concurrency must be at least 1")
+        for name in ("poll_interval", "redelivery_interval", "housekeeping_interval"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InvalidInput(f"{name} must be a positive number of seconds")
+        for name in ("sweep_grace", "retention"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, timedelta) or value < timedelta(0)):
+                raise InvalidInput(f"{name} must be a timedelta of at least 0, or None")
+
+
+@dataclass(slots=True)
+class PassReport:
+    """What one pass did (summed over the stores it served)."""
+
+    claimed: int = 0
+    handled: int = 0
+    failed: int = 0
+    redelivered: int = 0
+    swept: int = 0
+    purged: int = 0
+    #: Seconds until the next pass should start.
+    sleep: float = 0.0
+
+    def add(self, other: PassReport) -> None:
+        for name in ("claimed", "handled", "failed", "redelivered", "swept", "purged"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+# ---------------------------------------------------------------- the pass (pure)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCall:
+    """Call ``store.<part>.<method>(*args, **kwargs)``; the reply is sent back."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HandleTimers:
+    """Run ``on_timer`` for each; send back the timers whose handler returned."""
+
+    timers: tuple[Timer, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HandleRedeliveries:
+    """Run ``on_redelivery`` for each pair; send back how many returned."""
+
+    pairs: tuple[tuple[Subscription, BufferedEvent], ...]
+
+
+Step: TypeAlias = StoreCall | HandleTimers | HandleRedeliveries
+PassPlan: TypeAlias = Generator[Step, Any, PassReport]
+
+
+@dataclass(slots=True)
+class Schedule:
+    """When a store's periodic work last ran (monotonic seconds)."""
+
+    redelivered: float = float("-inf")
+    housekept: float = float("-inf")
+
+
+def plan_pass(
+    settings: Settings,
+    schedule: Schedule,
+    *,
+    now: float,
+    wall: datetime,
+    redelivery: bool,
+    stopping: Callable[[], bool],
+) -> PassPlan:
+    """One pass over one store. ``now`` is monotonic seconds, ``wall`` the UTC time."""
+    report = PassReport()
+    if not stopping():
+        timers = yield StoreCall(
+            "timers.claim_due", kwargs={"limit": settings.batch, "lease": settings.lease}
+        )
+        report.claimed = len(timers)
+        if timers:
+            done = yield HandleTimers(tuple(timers))
+            for timer in done:
+                yield StoreCall("timers.disarm", (timer.run, timer.effect))
+            report.handled, report.failed = len(done), len(timers) - len(done)
+    if redelivery and not stopping() and now - schedule.redelivered >= settings.redelivery_interval:
+        schedule.redelivered = now
+        pairs = []
+        for sub in (yield StoreCall("events.parked_waits", (settings.batch,))):
+            held = yield StoreCall("events.claim_for", (sub,))
+            if held is not None:
+                pairs.append((sub, held))
+        if pairs:
+            report.redelivered = yield HandleRedeliveries(tuple(pairs))
+    if not stopping() and now - schedule.housekept >= settings.housekeeping_interval:
+        schedule.housekept = now
+        if settings.sweep_grace is not None:
+            reason = f"unclaimed for {settings.sweep_grace}"
+            report.swept = yield StoreCall(
+                "events.sweep_unclaimed", (wall - settings.sweep_grace, reason)
+            )
+        if settings.retention is not None:
+            report.purged = yield StoreCall("events.purge", (wall - settings.retention,))
+    if report.claimed == settings.batch:
+        report.sleep = 0.0  # more may be due now
+    else:
+        # A soonest timer already due was just swept past: it is held (contract 4.8),
+        # so the poll interval applies; a future one shortens the sleep.
+        due = yield StoreCall("timers.next_due")
+        wait = settings.poll_interval if due is None else (due - wall).total_seconds()
+        report.sleep = settings.poll_interval if wait <= 0 else min(wait, settings.poll_interval)
+    return report
+
+
+def _method(store: Any, path: str) -> Any:
+    part, name = path.split(".")
+    return getattr(getattr(store, part), name)
+
+
+# ---------------------------------------------------------------- the loops
+
+
+class _Base:
+    def __init__(
+        self,
+        stores: Any,
+        *,
+        on_timer: Callable[..., Any],
+        on_redelivery: Callable[..., Any] | None = None,
+        metrics: Any = None,
+        **settings: Any,
+    ) -> None:
+        self.stores: list[Any] = list(stores) if isinstance(stores, Sequence) else [stores]
+        if not self.stores:
+            raise InvalidInput("a worker needs at least one store")
+        if not callable(on_timer) or (on_redelivery is not None and not callable(on_redelivery)):
+            raise InvalidInput("handlers must be callables")
+        self.settings = Settings(**settings)
+        self.on_timer, self.on_redelivery = on_timer, on_redelivery
+        self.schedules = [Schedule() for _ in self.stores]
+        #: When the last pass finished without error (UTC), for a liveness probe.
+        self.last_success: datetime | None = None
+        self.metrics = metrics
+        self._stop = threading.Event()
+        self._failures = 0
+
+    def stop(self) -> None:
+        """Finish the handlers in hand, claim nothing new, and return from ``run``."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _passes(self) -> list[tuple[Any, PassPlan]]:
+        now, wall = time.monotonic(), datetime.now(timezone.utc)
+        redelivery = self.on_redelivery is not None
+        return [
+            (
+                store,
+                plan_pass(
+                    self.settings,
+                    schedule,
+                    now=now,
+                    wall=wall,
+                    redelivery=redelivery,
+                    stopping=self._stop.is_set,
+                ),
+            )
+            for store, schedule in zip(self.stores, self.schedules, strict=True)
+        ]
+
+    def _backoff(self, error: BaseException) -> float:
+        self._failures += 1
+        if self.metrics is not None:
+            self.metrics.reconnects.inc()
+        delay: float = min(self.settings.max_backoff, 0.1 * 2.0 ** min(self._failures, 20))
+        delay *= random.uniform(0.5, 1.0)
+        log.warning("server unreachable (%s); next try in %.1f s", error, delay)
+        return delay
+
+    def _succeeded(self, report: PassReport) -> None:
+        self._failures = 0
+        self.last_success = datetime.now(timezone.utc)
+        if self.metrics is not None:
+            self.metrics.observe_pass(report)
+
+    def _handled(self, timer: Timer, started: float, error: BaseException | None) -> None:
+        elapsed = time.monotonic() - started
+        if self.metrics is not None:
+            self.metrics.observe_handler("timer", elapsed, error is None)
+        if error is not None:
+            log.error(
+                "timer handler failed for run %r, effect %r (retried after its lease): %r",
+                timer.run,
+                timer.effect,
+                error,
+            )
+
+    def _lease_watch(self, timer: Timer) -> Callable[[], None]:
+        def warn() -> None:
+            log.critical(
+                "timer handler for run %r, effect %r is still running at %d%% of its %s lease:"
+                " the timer may fire again elsewhere; raise the lease",
+                timer.run,
+                timer.effect,
+                LEASE_WARNING * 100,
+                self.settings.lease,
+            )
+
+        return warn
+
+
+class Worker(_Base):
+    """The sync worker: ``Worker(stores, on_timer=..., on_redelivery=..., **settings)``.
+
+    Handlers are plain callables, ``on_timer(store, timer)`` and
+    ``on_redelivery(store, subscription, event)``; with ``concurrency`` above 1
+    they run on that many threads.
+    """
+
+    def run_once(self) -> PassReport:
+        """One pass over every store; raises what the server raises."""
+        total = PassReport(sleep=self.settings.poll_interval)
+        for store, plan in self._passes():
+            report = self._drive(store, plan)
+            total.add(report)
+            total.sleep = min(total.sleep, report.sleep)
+        self._succeeded(total)
+        return total
+
+    def _drive(self, store: Any, plan: PassPlan) -> PassReport:
+        reply: Any = None
+        try:
+            while True:
+                step = plan.send(reply)
+                if isinstance(step, StoreCall):
+                    reply = _method(store, step.method)(*step.args, **step.kwargs)
+                elif isinstance(step, HandleTimers):
+                    reply = self._timers(store, step.timers)
+                else:
+                    reply = self._redeliveries(store, step.pairs)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        finally:
+            plan.close()
+
+    def _one_timer(self, store: Any, timer: Timer) -> bool:
+        watch = threading.Timer(
+            LEASE_WARNING * self.settings.lease.total_seconds(), self._lease_watch(timer)
+        )
+        watch.daemon = True
+        watch.start()
+        started, error = time.monotonic(), None
+        try:
+            self.on_timer(store, timer)
+        except Exception as failed:
+            error = failed
+        finally:
+            watch.cancel()
+        self._handled(timer, started, error)
+        return error is None
+
+    def _timers(self, store: Any, timers: Sequence[Timer]) -> list[Timer]:
+        if self.settings.concurrency == 1:
+            return [t for t in timers if self._one_timer(store, t)]
+        with ThreadPoolExecutor(self.settings.concurrency) as pool:
+            ok = list(pool.map(lambda t: self._one_timer(store, t), timers))
+        return [t for t, good in zip(timers, ok, strict=True) if good]
+
+    def _redeliveries(self, store: Any, pairs: Sequence[tuple[Subscription, BufferedEvent]]) -> int:
+        assert self.on_redelivery is not None
+        done = 0
+        for sub, held in pairs:
+            try:
+                self.on_redelivery(store, sub, held)
+                done += 1
+            except Exception as failed:
+                log.error(
+                    "redelivery handler failed for run %r, effect %r: %r",
+                    sub.run,
+                    sub.effect,
+                    failed,
+                )
+        return done
+
+    def run(self) -> None:
+        """Pass after pass until ``stop()``, SIGTERM or SIGINT; rides out server outages."""
+        restore = _install_signals(self.stop)
+        try:
+            while not self.stopping:
+                try:
+                    report = self.run_once()
+                    delay = report.sleep
+                except UNREACHABLE as error:
+                    delay = self._backoff(error)
+                self._stop.wait(delay)
+        finally:
+            restore()
+
+
+class AsyncWorker(_Base):
+    """The asyncio worker, with the arguments of ``Worker``; handlers may be coroutines
+    (plain callables run on threads), at most ``concurrency`` at a time."""
+
+    async def run_once(self) -> PassReport:
+        total = PassReport(sleep=self.settings.poll_interval)
+        for store, plan in self._passes():
+            report = await self._drive(store, plan)
+            total.add(report)
+            total.sleep = min(total.sleep, report.sleep)
+        self._succeeded(total)
+        return total
+
+    async def _drive(self, store: Any, plan: PassPlan) -> PassReport:
+        reply: Any = None
+        try:
+            while True:
+                step = plan.send(reply)
+                if isinstance(step, StoreCall):
+                    reply = await _method(store, step.method)(*step.args, **step.kwargs)
+                elif isinstance(step, HandleTimers):
+                    reply = await self._timers(store, step.timers)
+                else:
+                    reply = await self._redeliveries(store, step.pairs)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        finally:
+            plan.close()
+
+    async def _call(self, handler: Callable[..., Any], *args: Any) -> None:
+        if inspect.iscoroutinefunction(handler):
+            await handler(*args)
+        else:
+            await asyncio.to_thread(handler, *args)
+
+    async def _timers(self, store: Any, timers: Sequence[Timer]) -> list[Timer]:
+        gate = asyncio.Semaphore(self.settings.concurrency)
+        loop = asyncio.get_running_loop()
+
+        async def one(timer: Timer) -> bool:
+            async with gate:
+                watch = loop.call_later(
+                    LEASE_WARNING * self.settings.lease.total_seconds(), self._lease_watch(timer)
+                )
+                started, error = time.monotonic(), None
+                try:
+                    await self._call(self.on_timer, store, timer)
+                except Exception as failed:
+                    error = failed
+                finally:
+                    watch.cancel()
+                self._handled(timer, started, error)
+                return error is None
+
+        ok = await asyncio.gather(*(one(t) for t in timers))
+        return [t for t, good in zip(timers, ok, strict=True) if good]
+
+    async def _redeliveries(
+        self, store: Any, pairs: Sequence[tuple[Subscription, BufferedEvent]]
+    ) -> int:
+        assert self.on_redelivery is not None
+        done = 0
+        for sub, held in pairs:
+            try:
+                await self._call(self.on_redelivery, store, sub, held)
+                done += 1
+            except Exception as failed:
+                log.error(
+                    "redelivery handler failed for run %r, effect %r: %r",
+                    sub.run,
+                    sub.effect,
+                    failed,
+                )
+        return done
+
+    async def run(self) -> None:
+        """Pass after pass until ``stop()``, SIGTERM or SIGINT; rides out server outages."""
+        restore = _install_signals(self.stop)
+        try:
+            while not self.stopping:
+                try:
+                    report = await self.run_once()
+                    delay = report.sleep
+                except UNREACHABLE as error:
+                    delay = self._backoff(error)
+                deadline = time.monotonic() + delay
+                while not self.stopping and time.monotonic() < deadline:
+                    await asyncio.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        finally:
+            restore()
+
+
+def _install_signals(stop: Callable[[], None]) -> Callable[[], None]:
+    """SIGTERM and SIGINT call ``stop`` (main thread only); returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in previous:
+        signal.signal(sig, lambda _signum, _frame: stop())
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
