@@ -6,17 +6,24 @@ and exits with the code ``EXIT_CODES`` gives its class, never a traceback.
 
 from __future__ import annotations
 
+import enum
 import functools
+import importlib
 import json
+import re
 import secrets
 import shlex
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, fields, is_dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn, TypeVar
 
 import click
 import redis
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn
+from rich.table import Table
 
 from . import acl
 from .errors import (
@@ -25,6 +32,10 @@ from .errors import (
     InvalidInput,
     ServerMisconfigured,
 )
+from .keys import PREFIX
+from .model import DeadLetter, Subscription, Timer
+from .ops import PURGE_BATCH
+from .scripts import catalogue
 from .store import RedisStore, client_options
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,12 +63,17 @@ def fail(error: BaseException) -> NoReturn:
     sys.exit(code)
 
 
+def connect(url: str) -> Any:
+    """The client every command uses (tests put a fakeredis client here)."""
+    return redis.Redis.from_url(url, **client_options())
+
+
 class Context:
     def __init__(self, url: str, tenant: str, as_json: bool) -> None:
         self.url, self.tenant, self.as_json = url, tenant, as_json
 
-    def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url, **client_options())
+    def client(self) -> Any:
+        return connect(self.url)
 
     def store(self) -> RedisStore:
         return RedisStore(self.client(), tenant=self.tenant)
@@ -141,3 +157,383 @@ def acl_command(obj: Context, username: str | None, password: str | None, dry_ru
     if generated and not dry_run:
         text += f"\npassword: {password}"
     obj.emit(data, text)
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def plain(value: Any) -> Any:
+    """A result as JSON data: dataclasses by their fields, instants as ISO 8601 (UTC)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def keys_text(correlation: Any) -> str:
+    return ", ".join(f"{k.namespace}/{k.value}" for k in correlation)
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    out = Table(title=title)
+    for column in columns:
+        out.add_column(column)
+    for row in rows:
+        out.add_row(*("" if v is None else str(v) for v in row))
+    return out
+
+
+def render_subscriptions(title: str, subs: list[Subscription]) -> Table:
+    return table(
+        title,
+        ["run", "effect", "kind", "keys", "step", "phase", "from"],
+        [
+            [
+                s.run,
+                s.effect,
+                s.kind,
+                keys_text(s.correlation),
+                s.step,
+                s.phase.value,
+                s.from_source,
+            ]
+            for s in subs
+        ],
+    )
+
+
+def render_timers(title: str, timers: list[Timer]) -> Table:
+    return table(
+        title,
+        ["run", "effect", "fire_at", "step", "phase", "case"],
+        [[t.run, t.effect, plain(t.fire_at), t.step, t.phase.value, t.case] for t in timers],
+    )
+
+
+def render_dead_letters(letters: list[DeadLetter]) -> Table:
+    return table(
+        "dead letters, newest first",
+        ["source", "id", "kind", "received_at", "reason", "keys"],
+        [
+            [
+                d.event.source,
+                d.event.id,
+                d.event.kind,
+                plain(d.received_at),
+                d.reason,
+                keys_text(d.event.correlation),
+            ]
+            for d in letters
+        ],
+    )
+
+
+def show(obj: Context, data: Any, rendered: Any) -> None:
+    """Prints a result: its JSON with --json, else the rendering (a table or text)."""
+    if obj.as_json:
+        click.echo(json.dumps(plain(data), sort_keys=True, ensure_ascii=False))
+    else:
+        Console().print(rendered)
+
+
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def duration(text: str) -> timedelta:
+    """``90s``, ``15m``, ``2h``, ``30d``: a duration, or the refused-input exit."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise InvalidInput(f"{text!r} is not a duration like 90s, 15m, 2h or 30d")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def confirm(yes: bool, what: str) -> None:
+    if not yes and not click.confirm(what, default=False, err=True):
+        click.echo("agentplane-redis: nothing done", err=True)
+        sys.exit(1)
+
+
+def not_found(what: str) -> NoReturn:
+    click.echo(f"agentplane-redis: not found: {what}", err=True)
+    sys.exit(EXIT_NOT_FOUND)
+
+
+limit_option = click.option("--limit", default=100, show_default=True, type=click.IntRange(min=0))
+yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+
+
+# ---------------------------------------------------------------- reading
+
+
+@main.command()
+@click.pass_obj
+@guarded
+def stats(obj: Context) -> None:
+    """Counts of the tenant's events, waits and timers."""
+    store = obj.store()
+    counts = store.events.stats()
+    data = {
+        **plain(counts),
+        "timers": store.timers.pending_count(),
+        "next_due": plain(store.timers.next_due()),
+        "oldest_live": plain(store.events.oldest_live()),
+    }
+    show(
+        obj, data, table(f"tenant {obj.tenant!r}", ["", "count"], [[k, v] for k, v in data.items()])
+    )
+
+
+@main.command("dead-letters")
+@limit_option
+@click.pass_obj
+@guarded
+def dead_letters(obj: Context, limit: int) -> None:
+    """Dead letters, newest first."""
+    letters = obj.store().events.dead_letters(limit)
+    show(obj, letters, render_dead_letters(letters))
+
+
+@main.command()
+@limit_option
+@click.pass_obj
+@guarded
+def waiting(obj: Context, limit: int) -> None:
+    """Wait key rows, in registration order."""
+    subs = obj.store().events.waiting(limit)
+    show(obj, subs, render_subscriptions("waiting", subs))
+
+
+@main.command()
+@limit_option
+@click.pass_obj
+@guarded
+def parked(obj: Context, limit: int) -> None:
+    """Parked waits (those awaiting redelivery), in (run, effect) order."""
+    subs = obj.store().events.parked_waits(limit)
+    show(obj, subs, render_subscriptions("parked waits", subs))
+
+
+@main.command()
+@click.option("--run", help="Only this run's timers, in effect order.")
+@limit_option
+@click.pass_obj
+@guarded
+def timers(obj: Context, run: str | None, limit: int) -> None:
+    """Armed timers, soonest first (or one run's), and when the next is due."""
+    store = obj.store()
+    found = store.timers.armed(run) if run is not None else store.timers.pending(limit)
+    if run is not None and not found:
+        not_found(f"timers of run {run!r}")
+    due = store.timers.next_due()
+    if obj.as_json:
+        show(obj, {"timers": found, "next_due": due}, None)
+    else:
+        show(obj, found, render_timers(f"timers (next due {plain(due)})", found))
+
+
+@main.command()
+@click.pass_obj
+@guarded
+def tenants(obj: Context) -> None:
+    """The tenants on the server (found with SCAN, never KEYS)."""
+    found = set()
+    for key in obj.client().scan_iter(match=f"{PREFIX}:{{*", count=1000):
+        text = key.decode("utf-8", "replace")
+        start, end = text.find("{"), text.find("}:")
+        if start >= 0 and end > start:
+            found.add(text[start + 1 : end])
+    names = sorted(found)
+    show(obj, names, table("tenants", ["tenant"], [[n] for n in names]))
+
+
+@main.command()
+@click.pass_obj
+@guarded
+def scripts(obj: Context) -> None:
+    """Load every script on the server and print its SHA."""
+    client = obj.client()
+    loaded = {name: client.script_load(s.source) for name, s in sorted(catalogue().items())}
+    show(obj, loaded, table("scripts", ["script", "sha1"], [[k, v] for k, v in loaded.items()]))
+
+
+# ---------------------------------------------------------------- changing
+
+
+@main.command()
+@click.argument("source")
+@click.argument("event_id")
+@yes_option
+@click.pass_obj
+@guarded
+def erase(obj: Context, source: str, event_id: str, yes: bool) -> None:
+    """Erase one event's payload for good (its identity stays, for dedup)."""
+    confirm(yes, f"Erase the payload of ({source!r}, {event_id!r}) in tenant {obj.tenant!r}?")
+    if not obj.store().events.erase_payload(source, event_id):
+        not_found(f"event ({source!r}, {event_id!r})")
+    obj.emit({"erased": True}, "erased")
+
+
+@main.command()
+@click.option("--older-than", "older_than", required=True, help="Grace window, e.g. 15m or 2h.")
+@click.option("--reason", default="unclaimed", show_default=True)
+@yes_option
+@click.pass_obj
+@guarded
+def sweep(obj: Context, older_than: str, reason: str, yes: bool) -> None:
+    """Dead-letter every live event received longer ago than --older-than."""
+    cutoff = datetime.now(timezone.utc) - duration(older_than)
+    confirm(yes, f"Dead-letter live events received before {plain(cutoff)}?")
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), transient=True, disable=obj.as_json
+    ) as bar:
+        bar.add_task("sweeping", total=None)
+        count = obj.store().events.sweep_unclaimed(cutoff, reason)
+    obj.emit({"swept": count}, f"{count} events dead-lettered")
+
+
+@main.command()
+@click.option("--older-than", "older_than", required=True, help="Retention, e.g. 30d.")
+@click.option("--limit", default=None, type=click.IntRange(min=0), help="At most this many rows.")
+@yes_option
+@click.pass_obj
+@guarded
+def purge(obj: Context, older_than: str, limit: int | None, yes: bool) -> None:
+    """Remove dead and consumed rows older than --older-than (their dedup identity too)."""
+    cutoff = datetime.now(timezone.utc) - duration(older_than)
+    confirm(
+        yes,
+        f"Purge dead and consumed rows received before {plain(cutoff)}?"
+        " Their ids become new again.",
+    )
+    store, total, chunk = obj.store(), 0, PURGE_BATCH * 32
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), transient=True, disable=obj.as_json
+    ) as bar:
+        task = bar.add_task("purging", total=None)
+        while limit is None or total < limit:
+            asked = chunk if limit is None else min(chunk, limit - total)
+            done = store.events.purge(cutoff, limit=asked)
+            total += done
+            bar.update(task, description=f"purging: {total} rows")
+            if done < asked:
+                break
+    obj.emit({"purged": total}, f"{total} rows purged")
+
+
+@main.command()
+@click.argument("run")
+@yes_option
+@click.pass_obj
+@guarded
+def seal(obj: Context, run: str, yes: bool) -> None:
+    """Seal a run: its waits stop being matched; there is no unseal."""
+    confirm(yes, f"Seal run {run!r} for good?")
+    newly = obj.store().runs.seal(run)
+    obj.emit({"newly_sealed": newly}, "sealed" if newly else "was already sealed")
+
+
+@main.command("close")
+@click.argument("run")
+@click.option("--unanswered", multiple=True, help="An effect whose answer the journal lacks.")
+@yes_option
+@click.pass_obj
+@guarded
+def close_run(obj: Context, run: str, unanswered: tuple[str, ...], yes: bool) -> None:
+    """Close a run: seal it, retire its waits and claims, disarm its timers."""
+    confirm(yes, f"Close run {run!r} (seal, retire every wait, disarm every timer)?")
+    closed = obj.store().runs.close(run, unanswered)
+    text = (
+        f"waits retired: {closed.retired.waits}, events released: {len(closed.retired.released)},"
+        f" timers removed: {closed.timers}, newly sealed: {closed.newly_sealed}"
+    )
+    obj.emit(plain(closed), text)
+
+
+# ---------------------------------------------------------------- running
+
+
+def handler(spec: str) -> Any:
+    """``module:function`` imported, or the refused-input exit."""
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise InvalidInput(f"{spec!r} is not module:function")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as missing:
+        raise InvalidInput(f"cannot load {spec!r}: {missing}") from None
+
+
+@main.command()
+@click.option("--handler", "on_timer", required=True, help="Timer handler, module:function.")
+@click.option("--redelivery", help="Redelivery handler, module:function.")
+@click.option("--also", "tenants_", multiple=True, help="Serve this tenant too (repeatable).")
+@click.option("--lease", default="60s", show_default=True)
+@click.option("--concurrency", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--sweep-grace", help="Dead-letter live events older than this, e.g. 1h.")
+@click.option("--retention", help="Purge dead and consumed rows older than this, e.g. 30d.")
+@click.option("--metrics-port", type=int, help="Also expose metrics on this port.")
+@click.pass_obj
+@guarded
+def worker(  # noqa: PLR0917 - click passes every option as an argument
+    obj: Context,
+    on_timer: str,
+    redelivery: str | None,
+    tenants_: tuple[str, ...],
+    lease: str,
+    concurrency: int,
+    sweep_grace: str | None,
+    retention: str | None,
+    metrics_port: int | None,
+) -> None:
+    """Run a worker until SIGTERM or SIGINT."""
+    from .metrics import WorkerMetrics, serve  # noqa: PLC0415 - only this command needs them
+    from .worker import Worker  # noqa: PLC0415
+
+    client = obj.client()
+    stores = [RedisStore(client, tenant=t) for t in (obj.tenant, *tenants_)]
+    metrics = WorkerMetrics() if metrics_port is not None else None
+    running = Worker(
+        stores,
+        on_timer=handler(on_timer),
+        on_redelivery=handler(redelivery) if redelivery else None,
+        lease=duration(lease),
+        concurrency=concurrency,
+        sweep_grace=duration(sweep_grace) if sweep_grace else None,
+        retention=duration(retention) if retention else None,
+        metrics=metrics,
+    )
+    if metrics_port is not None:
+        serve(stores, metrics_port, worker_metrics=metrics)
+    click.echo(
+        f"worker serving {', '.join(repr(s.tenant) for s in stores)}; SIGTERM to stop", err=True
+    )
+    running.run()
+
+
+@main.command()
+@click.option("--port", default=9464, show_default=True, type=int)
+@click.option("--addr", default="127.0.0.1", show_default=True)
+@click.option("--also", "tenants_", multiple=True, help="Export this tenant too (repeatable).")
+@click.pass_obj
+@guarded
+def metrics(obj: Context, port: int, addr: str, tenants_: tuple[str, ...]) -> None:
+    """Serve Prometheus metrics of the tenant(s) until interrupted."""
+    import threading  # noqa: PLC0415
+
+    from .metrics import serve  # noqa: PLC0415
+
+    client = obj.client()
+    server = serve([RedisStore(client, tenant=t) for t in (obj.tenant, *tenants_)], port, addr=addr)
+    click.echo(f"metrics on http://{addr}:{port}/metrics", err=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()

@@ -1,0 +1,180 @@
+"""The operator CLI through click's test runner over fakeredis: output (--json pinned),
+exit codes, confirmations; and the installed command against a real server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import fakeredis
+import pytest
+from click.testing import CliRunner
+
+from agentplane_redis import RedisStore, Timer, cli
+
+from helpers import at, ev, sub
+
+T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Any:
+    shared = fakeredis.FakeServer()
+    monkeypatch.setattr(cli, "connect", lambda url: fakeredis.FakeRedis(server=shared))
+    return shared
+
+
+@pytest.fixture
+def store(server: Any) -> RedisStore:
+    s = RedisStore(fakeredis.FakeRedis(server=server), tenant="acme")
+    s.events.buffer(ev("e1", "order/A-1"), at=at(0))
+    s.events.buffer(ev("e2", "order/B-2"), at=at(1))
+    s.events.subscribe(sub("r1", "w", "order/C-3"), at=at(2))
+    s.events.wait(sub("r2", "w", "order/A-1"), at=at(3))
+    s.events.sweep_unclaimed(at(1), "too late")
+    s.timers.arm(Timer("r1", "remind", T + timedelta(days=1)))
+    return s
+
+
+def run(*args: str, input: str | None = None) -> Any:
+    return CliRunner().invoke(cli.main, ["--tenant", "acme", *args], input=input)
+
+
+def data(*args: str) -> Any:
+    result = run("--json", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_stats_json_is_pinned(store):
+    """stats --json: the EventStats fields, timers, next_due and oldest_live."""
+    assert data("stats") == {
+        "live": 0,
+        "claimed": 1,
+        "consumed": 0,
+        "dead": 1,
+        "waits": 2,
+        "parked": 1,
+        "timers": 1,
+        "next_due": "2026-01-02T00:00:00Z",
+        "oldest_live": None,
+    }
+
+
+def test_listings_json_are_the_dataclasses_shapes(store):
+    """dead-letters, waiting, parked and timers print their results' fields."""
+    letters = data("dead-letters")
+    assert letters == [
+        {
+            "event": {
+                "source": "src",
+                "id": "e2",
+                "kind": "paid",
+                "payload": {"id": "e2"},
+                "correlation": [{"namespace": "order", "value": "B-2"}],
+                "by": None,
+            },
+            "received_at": "2026-01-01T00:00:00.001000Z",
+            "reason": "too late",
+        }
+    ]
+    assert [(w["run"], w["correlation"][0]["value"]) for w in data("waiting")] == [
+        ("r1", "C-3"),
+        ("r2", "A-1"),
+    ]
+    assert [w["run"] for w in data("parked")] == ["r2"]
+    timers = data("timers")
+    assert timers["next_due"] == "2026-01-02T00:00:00Z"
+    assert timers["timers"] == [
+        {
+            "run": "r1",
+            "effect": "remind",
+            "fire_at": "2026-01-02T00:00:00Z",
+            "step": 0,
+            "phase": "forward",
+            "case": None,
+        }
+    ]
+    assert data("tenants") == ["acme"]
+
+
+def test_tables_render_for_people(store):
+    """Without --json, results are tables."""
+    result = run("dead-letters")
+    assert result.exit_code == 0
+    assert "too late" in result.output
+    assert "e2" in result.output
+
+
+def test_destructive_commands_ask_first(store):
+    """erase, sweep, purge, seal and close ask; answering no changes nothing (exit 1)."""
+    for args in (
+        ["erase", "src", "e1"],
+        ["sweep", "--older-than", "1s"],
+        ["purge", "--older-than", "1s"],
+        ["seal", "r1"],
+        ["close", "r1"],
+    ):
+        result = run(*args, input="n\n")
+        assert result.exit_code == 1, args
+    assert store.events.stats().dead == 1
+    assert not store.runs.is_sealed("r1")
+
+
+def test_destructive_commands_with_yes(store):
+    """--yes: erase, sweep, purge, seal and close act and report, in JSON too."""
+    assert data("erase", "src", "e1", "--yes") == {"erased": True}
+    assert data("sweep", "--older-than", "1s", "--yes") == {"swept": 0}
+    # e1 was held: erasing it made it a dead letter, beside e2.
+    assert data("purge", "--older-than", "1s", "--yes") == {"purged": 2}
+    assert data("seal", "r9", "--yes") == {"newly_sealed": True}
+    closed = data("close", "r2", "--yes")
+    assert closed == {"retired": {"waits": 1, "released": []}, "timers": 0, "newly_sealed": True}
+
+
+def test_exit_codes_are_distinct(store):
+    """Not found 3, refused input 2, unreachable 4; one line each, no traceback."""
+    missing = run("erase", "src", "nope", "--yes")
+    assert missing.exit_code == cli.EXIT_NOT_FOUND
+    assert run("timers", "--run", "nobody").exit_code == cli.EXIT_NOT_FOUND
+    refused = run("sweep", "--older-than", "soon", "--yes")
+    assert refused.exit_code == cli.EXIT_REFUSED
+    assert len(refused.output.strip().splitlines()) == 1
+    bad_tenant = CliRunner().invoke(cli.main, ["--tenant", "a{b", "stats"])
+    assert bad_tenant.exit_code == cli.EXIT_REFUSED
+    for result in (missing, refused, bad_tenant):
+        assert "Traceback" not in result.output
+
+
+def test_scripts_prints_every_sha(store):
+    """scripts loads each script and prints its SHA1."""
+    from agentplane_redis.scripts import catalogue
+
+    assert data("scripts") == {name: s.sha for name, s in sorted(catalogue().items())}
+
+
+@pytest.mark.real
+def test_the_installed_command_runs_against_a_real_server(start):
+    """agentplane-redis from PATH, in a subprocess, on a real server; and unreachable."""
+    exe = shutil.which("agentplane-redis")
+    assert exe is not None, "the console script is not installed"
+    server = start("valkey")
+    RedisStore.from_url(server.url, tenant="acme").events.buffer(ev("e1", "k/1"), at=at(0))
+    out = subprocess.run(
+        [exe, "--url", server.url, "--tenant", "acme", "--json", "stats"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert json.loads(out)["live"] == 1
+    down = subprocess.run(
+        [exe, "--url", "redis://127.0.0.1:1/0", "stats"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert down.returncode == cli.EXIT_UNREACHABLE
+    assert len(down.stderr.strip().splitlines()) == 1
