@@ -17,6 +17,7 @@ from .model import (
     CorrelationKey,
     DeadLetter,
     Duplicate,
+    EventRecord,
     EventStats,
     InboundEvent,
     Matched,
@@ -28,6 +29,8 @@ from .model import (
     Retired,
     Subscription,
     Timer,
+    TimerRecord,
+    WaitRecord,
 )
 from .store import RedisStore
 
@@ -43,6 +46,7 @@ __all__ = [
     "DeadLetter",
     "Duplicate",
     "DurabilityNotConfirmed",
+    "EventRecord",
     "EventStats",
     "InboundEvent",
     "InvalidInput",
@@ -58,4 +62,6 @@ __all__ = [
     "ServerMisconfigured",
     "Subscription",
     "Timer",
+    "TimerRecord",
+    "WaitRecord",
 ]

@@ -170,6 +170,8 @@ def plain(value: Any) -> Any:
         return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, enum.Enum):
         return value.value
+    if isinstance(value, timedelta):
+        return value.total_seconds()
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, dict):
@@ -362,6 +364,52 @@ def scripts(obj: Context) -> None:
     client = obj.client()
     loaded = {name: client.script_load(s.source) for name, s in sorted(catalogue().items())}
     show(obj, loaded, table("scripts", ["script", "sha1"], [[k, v] for k, v in loaded.items()]))
+
+
+@main.group("show")
+def show_group() -> None:
+    """One event, wait or timer, decoded."""
+
+
+def record(obj: Context, found: Any, what: str) -> None:
+    if found is None:
+        not_found(what)
+    data = plain(found)
+    rows = [
+        [k, json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v]
+        for k, v in data.items()
+    ]
+    show(obj, found, table(what, ["field", "value"], rows))
+
+
+@show_group.command("event")
+@click.argument("source")
+@click.argument("event_id")
+@click.pass_obj
+@guarded
+def show_event(obj: Context, source: str, event_id: str) -> None:
+    """An event by (source, id): state, claim, payload."""
+    record(obj, obj.store().events.lookup(source, event_id), f"event ({source!r}, {event_id!r})")
+
+
+@show_group.command("wait")
+@click.argument("run")
+@click.argument("effect")
+@click.pass_obj
+@guarded
+def show_wait(obj: Context, run: str, effect: str) -> None:
+    """A wait by (run, effect): keys, parked mark, the event it holds."""
+    record(obj, obj.store().events.lookup_wait(run, effect), f"wait ({run!r}, {effect!r})")
+
+
+@show_group.command("timer")
+@click.argument("run")
+@click.argument("effect")
+@click.pass_obj
+@guarded
+def show_timer(obj: Context, run: str, effect: str) -> None:
+    """A timer by (run, effect): when it fires, and its claim."""
+    record(obj, obj.store().timers.lookup(run, effect), f"timer ({run!r}, {effect!r})")
 
 
 # ---------------------------------------------------------------- changing

@@ -462,6 +462,11 @@ def subscription_reply(reply: Sequence[Any]) -> Subscription:
 
 def timer_row(run: str, effect: str, row: object) -> Timer:
     """A stored timer; its claim, if any, is checked too."""
+    return timer_claim(run, effect, row)[0]
+
+
+def timer_claim(run: str, effect: str, row: object) -> tuple[Timer, int | None, int | None]:
+    """A stored timer, and its claim's claimed_at and lease in ms (None when unclaimed)."""
     what = f"timer ({run!r}, {effect!r})"
     f = _fields(what, row, b"t1", 7)
     fire_at = stored_instant(what, f[1].encode())
@@ -473,11 +478,12 @@ def timer_row(run: str, effect: str, row: object) -> Timer:
         stored_phase(what, f[3].encode()),
         f[4] or None,
     )
-    if f[5] or f[6]:
-        _stored_instant(what, f[5].encode())
-        if not f[6].isdigit() or not f[6].isascii() or int(f[6]) < 1:
-            fail_corrupt(what, f"lease {f[6]!r} is not a positive integer")
-    return timer
+    if not (f[5] or f[6]):
+        return timer, None, None
+    claimed = _stored_instant(what, f[5].encode())
+    if not f[6].isdigit() or not f[6].isascii() or int(f[6]) < 1:
+        fail_corrupt(what, f"lease {f[6]!r} is not a positive integer")
+    return timer, claimed, int(f[6])
 
 
 def minter_operator(fields: list[str]) -> Operator | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TypeAlias
 
 #: A JSON value as the store accepts it: read back with ``json.loads``.
@@ -170,6 +170,42 @@ class EventStats:
     dead: int
     waits: int
     parked: int
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One stored event as an operator sees it (``events.lookup``)."""
+
+    event: InboundEvent
+    received_at: datetime
+    #: "live", "held", "consumed" or "dead"
+    state: str
+    #: The wait (run, effect) holding or having consumed it.
+    holder: tuple[str, str] | None
+    claimed_at: datetime | None
+    #: A dead letter's reason.
+    reason: str | None
+    erased: bool
+    targeted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WaitRecord:
+    """One registered wait (``events.lookup_wait``)."""
+
+    subscription: Subscription
+    parked_at: datetime | None
+    #: The (source, id) of the event its claim holds.
+    holds: tuple[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class TimerRecord:
+    """One armed timer with its claim (``timers.lookup``)."""
+
+    timer: Timer
+    claimed_at: datetime | None
+    lease: timedelta | None
 
 
 DeliverOutcome: TypeAlias = Resumed | Buffered | Duplicate

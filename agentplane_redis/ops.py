@@ -14,13 +14,13 @@ import secrets
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, TypeAlias, TypeVar
 
 from . import codec
 from .codec import text
 from .errors import InvalidInput
-from .keys import TenantKeys, validate_tenant
+from .keys import TenantKeys, split_components, validate_tenant
 from .model import (
     Buffered,
     BufferedEvent,
@@ -28,6 +28,7 @@ from .model import (
     DeadLetter,
     DeliverOutcome,
     Duplicate,
+    EventRecord,
     EventStats,
     InboundEvent,
     Matched,
@@ -38,6 +39,8 @@ from .model import (
     Subscription,
     TargetedOutcome,
     Timer,
+    TimerRecord,
+    WaitRecord,
 )
 from .scripts import catalogue
 
@@ -333,6 +336,41 @@ def stats(ctx: Context) -> Plan[EventStats]:
     return EventStats(*(codec.integer(x) for x in reply[1:7]))
 
 
+def lookup(ctx: Context, source: str, id: str) -> Plan[EventRecord | None]:
+    """One stored event, whatever its state, with its claim; None when there is none."""
+    args = [codec.ident("source", source), codec.ident("id", id)]
+    reply = yield ctx.call("lookup_event", args)
+    if codec.check_status(reply) == "NONE":
+        return None
+    event, received, f = codec.event_row(reply[1], reply[2], reply[3])
+    held = f[1] in ("held", "consumed")
+    return EventRecord(
+        event,
+        received,
+        f[1],
+        (f[8], f[9]) if held else None,
+        codec.stored_instant("event", f[10].encode()) if held else None,
+        codec.dead_reason(f[11]) if f[1] == "dead" else None,
+        f[12] == "1",
+        f[13] == "1",
+    )
+
+
+def lookup_wait(ctx: Context, run: str, effect: str) -> Plan[WaitRecord | None]:
+    """One registered wait, its parked mark and the event it holds; None when unregistered."""
+    args = [codec.ident("run", run), codec.ident("effect", effect)]
+    reply = yield ctx.call("lookup_wait", args)
+    if codec.check_status(reply) == "NONE":
+        return None
+    parked, held = codec.raw(reply[2]), codec.raw(reply[3])
+    holds = None
+    if held:
+        source, id_ = split_components(held)
+        holds = (source, id_)
+    when = codec.stored_instant(f"mark of ({run!r}, {effect!r})", parked) if parked else None
+    return WaitRecord(codec.subscription_reply(reply[1]), when, holds)
+
+
 def oldest_live(ctx: Context) -> Plan[datetime | None]:
     """When the oldest live event (unclaimed, not dead) was received; None when none is."""
     reply = yield ctx.call("oldest_live", [])
@@ -437,6 +475,20 @@ def armed(ctx: Context, run: str) -> Plan[list[Timer]]:
     reply = yield ctx.call("armed", [codec.ident("run", run)])
     codec.check_status(reply)
     return _timers(reply[1:])
+
+
+def lookup_timer(ctx: Context, run: str, effect: str) -> Plan[TimerRecord | None]:
+    """One armed timer with its claim (claimed_at, lease); None when it is not armed."""
+    run, effect = codec.ident("run", run), codec.ident("effect", effect)
+    reply = yield ctx.call("lookup_timer", [run, effect])
+    if codec.check_status(reply) == "NONE":
+        return None
+    timer, claimed, lease = codec.timer_claim(run, effect, reply[1])
+    return TimerRecord(
+        timer,
+        None if claimed is None else codec.to_datetime(claimed),
+        None if lease is None else timedelta(milliseconds=lease),
+    )
 
 
 def next_due(ctx: Context) -> Plan[datetime | None]:

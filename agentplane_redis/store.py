@@ -113,6 +113,8 @@ class EventOps:
     purge = Op(ops.purge)
     stats = Op(ops.stats)
     oldest_live = Op(ops.oldest_live)
+    lookup = Op(ops.lookup)
+    lookup_wait = Op(ops.lookup_wait)
 
 
 class TimerOps:
@@ -127,6 +129,7 @@ class TimerOps:
     pending = Op(ops.pending)
     armed = Op(ops.armed)
     next_due = Op(ops.next_due)
+    lookup = Op(ops.lookup_timer)
 
 
 class RunOps:

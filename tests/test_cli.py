@@ -178,3 +178,31 @@ def test_the_installed_command_runs_against_a_real_server(start):
     )
     assert down.returncode == cli.EXIT_UNREACHABLE
     assert len(down.stderr.strip().splitlines()) == 1
+
+
+def test_show_decodes_one_event_wait_or_timer(store):
+    """show event/wait/timer --json: the record's fields; a missing one exits 3."""
+    event = data("show", "event", "src", "e1")
+    assert (event["state"], event["holder"], event["claimed_at"]) == (
+        "held",
+        ["r2", "w"],
+        "2026-01-01T00:00:00.003000Z",
+    )
+    assert event["event"]["payload"] == {"id": "e1"}
+    wait = data("show", "wait", "r2", "w")
+    assert (wait["holds"], wait["parked_at"]) == (["src", "e1"], "2026-01-01T00:00:00.003000Z")
+    timer = data("show", "timer", "r1", "remind")
+    assert timer == {
+        "timer": {
+            "run": "r1",
+            "effect": "remind",
+            "fire_at": "2026-01-02T00:00:00Z",
+            "step": 0,
+            "phase": "forward",
+            "case": None,
+        },
+        "claimed_at": None,
+        "lease": None,
+    }
+    assert run("show", "timer", "r1", "nope").exit_code == cli.EXIT_NOT_FOUND
+    assert "held" in run("show", "event", "src", "e1").output

@@ -50,6 +50,7 @@ def test_the_public_surface_is_pinned():
         "DeadLetter",
         "Duplicate",
         "DurabilityNotConfirmed",
+        "EventRecord",
         "EventStats",
         "InboundEvent",
         "InvalidInput",
@@ -65,4 +66,6 @@ def test_the_public_surface_is_pinned():
         "ServerMisconfigured",
         "Subscription",
         "Timer",
+        "TimerRecord",
+        "WaitRecord",
     ]

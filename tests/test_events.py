@@ -803,3 +803,27 @@ def test_oldest_live_is_when_the_oldest_unclaimed_event_arrived(store):
     assert store.events.oldest_live() == at(9)
     store.events.sweep_unclaimed(at(9))
     assert store.events.oldest_live() is None
+
+
+def test_lookup_shows_one_event_in_every_state(store):
+    """events.lookup: state, holder, claim time, reason and marks, as stored."""
+    from agentplane_redis import EventRecord
+
+    assert store.events.lookup("src", "e1") is None
+    store.events.buffer(ev("e1", "k/1"), at=at(1))
+    live = store.events.lookup("src", "e1")
+    assert live == EventRecord(ev("e1", "k/1"), at(1), "live", None, None, None, False, False)
+    store.events.wait(sub("r", "w", "k/1"), at=at(2))
+    held = store.events.lookup("src", "e1")
+    assert (held.state, held.holder, held.claimed_at) == ("held", ("r", "w"), at(2))
+    wait = store.events.lookup_wait("r", "w")
+    assert (wait.subscription.run, wait.parked_at, wait.holds) == ("r", at(2), ("src", "e1"))
+    store.events.erase_payload("src", "e1")
+    dead = store.events.lookup("src", "e1")
+    assert (dead.state, dead.reason, dead.erased, dead.event.payload) == (
+        "dead",
+        "erased",
+        True,
+        None,
+    )
+    assert store.events.lookup_wait("r", "nope") is None

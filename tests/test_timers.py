@@ -280,3 +280,18 @@ def test_state_written_after_close_is_caught_by_seals(store):
     assert store.events.parked_waits() == []
     assert claimed(store, 1) == []
     assert store.timers.pending_count() == 0
+
+
+def test_lookup_shows_a_timer_and_its_claim(store):
+    """timers.lookup: the stored timer, and claimed_at and lease once claimed."""
+    from datetime import timedelta
+
+    from agentplane_redis import TimerRecord
+
+    assert store.timers.lookup("r", "t") is None
+    store.timers.arm(timer("r", "t", 5))
+    assert store.timers.lookup("r", "t") == TimerRecord(timer("r", "t", 5), None, None)
+    store.timers.claim_due(now=at(7), lease=timedelta(seconds=3))
+    assert store.timers.lookup("r", "t") == TimerRecord(
+        timer("r", "t", 5), at(7), timedelta(seconds=3)
+    )

@@ -1,0 +1,27 @@
+-- lookup_wait: one wait, with its mark and the event its claim holds.
+--
+-- KEYS[1] waits: agentplane:{<tenant>}:wait
+-- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[3] marks: agentplane:{<tenant>}:mark
+-- KEYS[4] ledger: agentplane:{<tenant>}:claim
+-- ARGV[1] run: the wait's run
+-- ARGV[2] effect: the wait's effect
+-- Returns: {"WAIT", subscription, parked_at or "", held event's eid or ""} | {"NONE"}
+--   subscription = {run, effect, attributes row, {namespace, value, ...}}
+-- Errors: CORRUPT
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/waits.lua
+
+return guard(function()
+  local run, effect = ARGV[1], ARGV[2]
+  local wid = enc(run) .. enc(effect)
+  local attrs = wait_read(wid)
+  if not attrs then
+    return { "NONE" }
+  end
+  local parked = redis.call("HGET", K.marks, wid) or ""
+  local held = redis.call("HGET", K.ledger, wid) or ""
+  return { "WAIT", sub_reply(run, effect, wid, attrs), parked, held }
+end)
