@@ -585,3 +585,16 @@ def metrics(obj: Context, port: int, addr: str, tenants_: tuple[str, ...]) -> No
         threading.Event().wait()
     except KeyboardInterrupt:
         server.shutdown()
+
+
+@main.command()
+@click.option("--url", "demo_url", help="Run against this server instead of an embedded one.")
+@click.option("--workers", default=3, show_default=True, type=click.IntRange(min=2))
+@click.option("--timers", default=300, show_default=True, type=click.IntRange(min=1))
+@guarded
+def demo(demo_url: str | None, workers: int, timers: int) -> None:
+    """The stores at work on a real server, checked as they go (exit 1 if a check fails)."""
+    from .demo import run as run_demo  # noqa: PLC0415 - only this command needs it
+
+    if not run_demo(demo_url, workers=workers, timers=timers):
+        sys.exit(1)
