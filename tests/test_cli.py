@@ -206,3 +206,20 @@ def test_show_decodes_one_event_wait_or_timer(store):
     }
     assert run("show", "timer", "r1", "nope").exit_code == cli.EXIT_NOT_FOUND
     assert "held" in run("show", "event", "src", "e1").output
+
+
+@pytest.mark.real
+def test_the_demo_runs_and_its_checks_hold():
+    """agentplane-redis demo (small): an embedded server, worker processes, exit 0."""
+    exe = shutil.which("agentplane-redis")
+    assert exe is not None
+    done = subprocess.run(
+        [exe, "demo", "--workers", "2", "--timers", "40"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all checks held" in done.stdout
+    assert "SIGKILL" in done.stdout

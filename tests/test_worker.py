@@ -289,3 +289,26 @@ def test_one_worker_serves_several_tenants(start, tmp_path):
     }
     client = redis.Redis.from_url(server.url)
     assert all(RedisStore(client, tenant=t).timers.pending_count() == 0 for t in "abc")
+
+
+def test_the_metrics_endpoint_is_scraped_over_http():
+    """serve() exposes /metrics; the Prometheus parser reads the scrape."""
+    import socket
+    import urllib.request
+
+    from agentplane_redis.metrics import serve
+
+    store = fake_store("acme")
+    store.timers.arm(Timer("r", "t", past(1)))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = serve([store], port)
+    try:
+        text = (
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        )
+    finally:
+        server.shutdown()
+    names = {f.name for f in text_string_to_metric_families(text)}
+    assert {"agentplane_up", "agentplane_timers_pending", "agentplane_events"} <= names
