@@ -223,3 +223,84 @@ def test_the_demo_runs_and_its_checks_hold():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all checks held" in done.stdout
     assert "SIGKILL" in done.stdout
+
+
+def test_the_worker_command_runs_handlers_until_sigterm(store):
+    """worker --handler module:function: handles due timers, stops on SIGTERM, exit 0."""
+    import cli_handlers
+
+    store.timers.arm(Timer("r9", "due", T - timedelta(days=1)))
+    result = run("worker", "--handler", "cli_handlers:record_then_stop", "--lease", "30s")
+    assert result.exit_code == 0, result.output
+    # Both are due (the fixture's reminder fell due on 2026-01-02); the stop comes after
+    # the handlers in hand, which finish and are disarmed.
+    assert sorted(cli_handlers.HANDLED) == [("r1", "remind"), ("r9", "due")]
+    assert store.timers.pending() == []
+    refused = run("worker", "--handler", "no_such_module:nothing")
+    assert refused.exit_code == cli.EXIT_REFUSED
+
+
+def test_check_over_a_server_without_info(store):
+    """check on fakeredis (no INFO): reported as unknown, exit 0."""
+    assert data("check")["server"] == "unknown"
+
+
+@pytest.mark.real
+def test_the_metrics_command_serves_until_interrupted(start):
+    """agentplane-redis metrics --port: scraped and parsed; SIGINT stops it."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    server = start("valkey")
+    RedisStore.from_url(server.url, tenant="acme").events.buffer(ev("e1", "k/1"), at=at(0))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = shutil.which("agentplane-redis")
+    assert exe is not None
+    proc = subprocess.Popen(
+        [exe, "--url", server.url, "--tenant", "acme", "metrics", "--port", str(port)]
+    )
+    try:
+        deadline, text = time.monotonic() + 30, ""
+        while not text:
+            try:
+                text = (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+                    .read()
+                    .decode()
+                )
+            except OSError:
+                assert time.monotonic() < deadline, "the exporter never answered"
+                time.sleep(0.1)
+        live = [
+            s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == "agentplane_events" and s.labels["state"] == "live"
+        ]
+        assert live == [1]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+
+
+@pytest.mark.real
+def test_the_demo_runs_against_a_given_server(start):
+    """demo --url: the same story on a server it did not start."""
+    server = start("redis")
+    exe = shutil.which("agentplane-redis")
+    assert exe is not None
+    done = subprocess.run(
+        [exe, "demo", "--url", server.url, "--workers", "2", "--timers", "20"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "started" not in done.stdout.splitlines()[0]

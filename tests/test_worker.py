@@ -312,3 +312,13 @@ def test_the_metrics_endpoint_is_scraped_over_http():
         server.shutdown()
     names = {f.name for f in text_string_to_metric_families(text)}
     assert {"agentplane_up", "agentplane_timers_pending", "agentplane_events"} <= names
+
+
+def test_a_handler_outliving_most_of_its_lease_is_logged_loudly(caplog):
+    """A handler still running at 80% of its lease: CRITICAL, naming the run and effect."""
+    store = fake_store("acme")
+    store.timers.arm(Timer("slow-run", "slow", past(1)))
+    worker = Worker(store, on_timer=lambda s, t: time.sleep(0.4), lease=timedelta(milliseconds=200))
+    with caplog.at_level("CRITICAL", logger="agentplane_redis.worker"):
+        worker.run_once()
+    assert any("slow-run" in r.getMessage() and r.levelname == "CRITICAL" for r in caplog.records)
