@@ -265,6 +265,11 @@ class _Base:
                 error,
             )
 
+    def _redelivery_failed(self, sub: Subscription, error: BaseException) -> None:
+        if self.metrics is not None:
+            self.metrics.handled.labels("redelivery", "error").inc()
+        log.error("redelivery handler failed for run %r, effect %r: %r", sub.run, sub.effect, error)
+
     def _lease_watch(self, timer: Timer) -> Callable[[], None]:
         def warn() -> None:
             log.critical(
@@ -344,12 +349,7 @@ class Worker(_Base):
                 self.on_redelivery(store, sub, held)
                 done += 1
             except Exception as failed:
-                log.error(
-                    "redelivery handler failed for run %r, effect %r: %r",
-                    sub.run,
-                    sub.effect,
-                    failed,
-                )
+                self._redelivery_failed(sub, failed)
         return done
 
     def run(self) -> None:
@@ -434,12 +434,7 @@ class AsyncWorker(_Base):
                 await self._call(self.on_redelivery, store, sub, held)
                 done += 1
             except Exception as failed:
-                log.error(
-                    "redelivery handler failed for run %r, effect %r: %r",
-                    sub.run,
-                    sub.effect,
-                    failed,
-                )
+                self._redelivery_failed(sub, failed)
         return done
 
     async def run(self) -> None:

@@ -33,29 +33,11 @@ def run_worker(
     stores = [RedisStore.from_url(url, tenant=t) for t in tenants]
 
     def on_timer(store: Any, timer: Any) -> None:
-        started = time.time()
-        _log(
-            log,
-            event="start",
-            worker=name,
-            pid=os.getpid(),
-            tenant=store.tenant,
-            run=timer.run,
-            effect=timer.effect,
-            at=started,
-        )
+        entry = {"worker": name, "pid": os.getpid(), "tenant": store.tenant}
+        entry.update(run=timer.run, effect=timer.effect, at=time.time())
+        _log(log, event="start", **entry)
         time.sleep(3600 if timer.effect == slow else handler_s)
-        _log(
-            log,
-            event="done",
-            worker=name,
-            pid=os.getpid(),
-            tenant=store.tenant,
-            run=timer.run,
-            effect=timer.effect,
-            at=started,
-            end=time.time(),
-        )
+        _log(log, event="done", end=time.time(), **entry)
 
     worker = Worker(
         stores,
