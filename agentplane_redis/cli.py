@@ -573,7 +573,8 @@ def worker(  # noqa: PLR0917 - click passes every option as an argument
 @click.pass_obj
 @guarded
 def metrics(obj: Context, port: int, addr: str, tenants_: tuple[str, ...]) -> None:
-    """Serve Prometheus metrics of the tenant(s) until interrupted."""
+    """Serve Prometheus metrics of the tenant(s) until SIGTERM or SIGINT."""
+    import signal  # noqa: PLC0415
     import threading  # noqa: PLC0415
 
     from .metrics import serve  # noqa: PLC0415
@@ -581,10 +582,12 @@ def metrics(obj: Context, port: int, addr: str, tenants_: tuple[str, ...]) -> No
     client = obj.client()
     server = serve([RedisStore(client, tenant=t) for t in (obj.tenant, *tenants_)], port, addr=addr)
     click.echo(f"metrics on http://{addr}:{port}/metrics", err=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        server.shutdown()
+    # Handlers of our own: a process started in the background inherits SIGINT ignored.
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda _signum, _frame: stop.set())
+    stop.wait()
+    server.shutdown()
 
 
 @main.command()

@@ -247,7 +247,8 @@ def test_check_over_a_server_without_info(store):
 
 @pytest.mark.real
 def test_the_metrics_command_serves_until_interrupted(start):
-    """agentplane-redis metrics --port: scraped and parsed; SIGINT stops it."""
+    """agentplane-redis metrics --port: scraped and parsed; SIGTERM stops it, and SIGINT
+    too even where the process started with SIGINT ignored (a background job)."""
     import signal
     import socket
     import time
