@@ -263,8 +263,10 @@ def test_the_metrics_command_serves_until_interrupted(start):
         port = s.getsockname()[1]
     exe = shutil.which("agentplane-redis")
     assert exe is not None
+    # Started as a background job is: SIGINT ignored, so Python raises no KeyboardInterrupt.
     proc = subprocess.Popen(
-        [exe, "--url", server.url, "--tenant", "acme", "metrics", "--port", str(port)]
+        [exe, "--url", server.url, "--tenant", "acme", "metrics", "--port", str(port)],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509 - before any thread
     )
     try:
         deadline, text = time.monotonic() + 30, ""
