@@ -6,6 +6,7 @@ and exits with the code ``EXIT_CODES`` gives its class, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import importlib
@@ -14,6 +15,7 @@ import re
 import secrets
 import shlex
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, fields, is_dataclass
 from datetime import datetime, timedelta, timezone
@@ -22,7 +24,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import redis
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from . import acl
@@ -34,7 +36,6 @@ from .errors import (
 )
 from .keys import PREFIX
 from .model import DeadLetter, Subscription, Timer
-from .ops import PURGE_BATCH
 from .scripts import catalogue
 from .store import RedisStore, client_options
 
@@ -429,6 +430,37 @@ def erase(obj: Context, source: str, event_id: str, yes: bool) -> None:
     obj.emit({"erased": True}, "erased")
 
 
+def left(store: RedisStore) -> int:
+    """Rows purge could still remove."""
+    now = store.events.stats()
+    return now.dead + now.consumed
+
+
+def with_progress(obj: Context, label: str, total: int, done: Callable[[], int], work: Any) -> Any:
+    """Runs ``work()`` on a thread while a bar follows ``done()`` (read through the
+    store) towards ``total``; returns what ``work`` returned, or raises what it raised."""
+    result: dict[str, Any] = {}
+
+    def run_work() -> None:
+        try:
+            result["value"] = work()
+        except BaseException as failed:  # re-raised on the caller's thread
+            result["error"] = failed
+
+    thread = threading.Thread(target=run_work, daemon=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, transient=True, disable=obj.as_json) as bar:
+        task = bar.add_task(label, total=max(total, 1))
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.2)
+            with contextlib.suppress(redis.exceptions.RedisError):
+                bar.update(task, completed=min(done(), total))
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
 @main.command()
 @click.option("--older-than", "older_than", required=True, help="Grace window, e.g. 15m or 2h.")
 @click.option("--reason", default="unclaimed", show_default=True)
@@ -439,11 +471,15 @@ def sweep(obj: Context, older_than: str, reason: str, yes: bool) -> None:
     """Dead-letter every live event received longer ago than --older-than."""
     cutoff = datetime.now(timezone.utc) - duration(older_than)
     confirm(yes, f"Dead-letter live events received before {plain(cutoff)}?")
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), transient=True, disable=obj.as_json
-    ) as bar:
-        bar.add_task("sweeping", total=None)
-        count = obj.store().events.sweep_unclaimed(cutoff, reason)
+    store = obj.store()
+    before = store.events.stats()
+    count = with_progress(
+        obj,
+        "sweeping",
+        before.live,  # at most every live event
+        lambda: store.events.stats().dead - before.dead,
+        lambda: store.events.sweep_unclaimed(cutoff, reason),
+    )
     obj.emit({"swept": count}, f"{count} events dead-lettered")
 
 
@@ -461,18 +497,16 @@ def purge(obj: Context, older_than: str, limit: int | None, yes: bool) -> None:
         f"Purge dead and consumed rows received before {plain(cutoff)}?"
         " Their ids become new again.",
     )
-    store, total, chunk = obj.store(), 0, PURGE_BATCH * 32
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), transient=True, disable=obj.as_json
-    ) as bar:
-        task = bar.add_task("purging", total=None)
-        while limit is None or total < limit:
-            asked = chunk if limit is None else min(chunk, limit - total)
-            done = store.events.purge(cutoff, limit=asked)
-            total += done
-            bar.update(task, description=f"purging: {total} rows")
-            if done < asked:
-                break
+    store = obj.store()
+    first = store.events.stats()
+    removable = first.dead + first.consumed
+    total = with_progress(
+        obj,
+        "purging",
+        removable if limit is None else min(limit, removable),
+        lambda: removable - left(store),
+        lambda: store.events.purge(cutoff, limit=sys.maxsize if limit is None else limit),
+    )
     obj.emit({"purged": total}, f"{total} rows purged")
 
 

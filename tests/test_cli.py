@@ -307,3 +307,14 @@ def test_the_demo_runs_against_a_given_server(start):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "started" not in done.stdout.splitlines()[0]
+
+
+def test_sweep_and_purge_report_for_people_too(store):
+    """Without --json, sweep and purge run behind a progress bar and say what they did."""
+    store.events.buffer(ev("old", "order/Z-1"), at=at(0))
+    swept = run("sweep", "--older-than", "1s", "--yes")
+    assert swept.exit_code == 0, swept.output
+    assert "1 events dead-lettered" in swept.output
+    purged = run("purge", "--older-than", "1s", "--yes", "--limit", "1")
+    assert purged.exit_code == 0, purged.output
+    assert "1 rows purged" in purged.output
