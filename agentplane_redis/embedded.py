@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+
+import redis
 
 from .errors import AgentplaneRedisError
 
@@ -145,6 +149,7 @@ class Server:
 
     def _kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)  # a paused server cannot stop
             self.process.terminate()
             try:
                 self.process.wait(5)
@@ -152,6 +157,20 @@ class Server:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def pause(self) -> None:
+        """SIGSTOP the server: it keeps its sockets but answers nothing (a stalled node)."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused server."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
 
     def crash(self) -> None:
         """SIGKILL the server: no shutdown, nothing flushed beyond what fsync wrote."""
@@ -175,6 +194,196 @@ class Server:
 
     def __enter__(self) -> Server:
         return self.start() if self.process is None else self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+#: Slots of a Redis Cluster.
+SLOTS = 16384
+
+
+@dataclass(frozen=True)
+class ClusterNodeState:
+    """One line of ``CLUSTER NODES``, as one live node sees it."""
+
+    id: str
+    port: int
+    role: str  # "master" or "replica"
+    master_id: str | None
+    failed: bool
+    slots: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def parse(cls, line: str) -> ClusterNodeState:
+        fields = line.split()
+        flags = fields[2].split(",")
+        ranges = []
+        for part in fields[8:]:
+            if part.startswith("["):  # a slot being migrated or imported
+                continue
+            first, _, last = part.partition("-")
+            ranges.append((int(first), int(last or first)))
+        return cls(
+            id=fields[0],
+            port=int(fields[1].split("@")[0].rsplit(":", 1)[1]),
+            role="master" if "master" in flags else "replica",
+            master_id=None if fields[3] == "-" else fields[3],
+            failed="fail" in flags,
+            slots=tuple(ranges),
+        )
+
+    def owns(self, slot: int) -> bool:
+        return any(first <= slot <= last for first, last in self.slots)
+
+
+@dataclass
+class Cluster:
+    """A Redis Cluster of child processes on loopback: ``masters`` masters, each
+    with ``replicas`` replicas, the slots split evenly between the masters.
+
+    Formed from Python (``CLUSTER ADDSLOTSRANGE``, ``MEET``, ``REPLICATE``), so
+    it needs no ``redis-cli``; each node runs in its own folder and is stopped by
+    its PID. For the tests, the failover and migration drills and the benchmarks.
+    """
+
+    kind: str = "valkey"
+    masters: int = 3
+    replicas: int = 1
+    appendonly: bool = False
+    node_timeout_ms: int = 1000
+    extra: tuple[str, ...] = ()
+    nodes: list[Server] = field(default_factory=list, init=False)
+
+    @property
+    def url(self) -> str:
+        """A URL of one live node; a cluster client finds the others from it."""
+        return self.live()[0].url
+
+    def start(self, timeout: float = 60.0) -> Cluster:
+        try:
+            for _ in range(self.masters * (1 + self.replicas)):
+                bus = free_port()
+                node = Server(
+                    self.kind,
+                    appendonly=self.appendonly,
+                    extra=(
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-port",
+                        str(bus),
+                        "--cluster-node-timeout",
+                        str(self.node_timeout_ms),
+                        *self.extra,
+                    ),
+                )
+                self.nodes.append(node.start())
+            self._form(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _admin(self, node: Server) -> redis.Redis:
+        return redis.Redis(port=node.port, decode_responses=True, socket_timeout=5)
+
+    def _form(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        admins = [self._admin(node) for node in self.nodes]
+        try:
+            ids = [admin.execute_command("CLUSTER", "MYID") for admin in admins]
+            for i in range(self.masters):
+                first, last = i * SLOTS // self.masters, (i + 1) * SLOTS // self.masters - 1
+                admins[i].execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
+            for node in self.nodes[1:]:
+                bus = node.extra[node.extra.index("--cluster-port") + 1]
+                admins[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
+            everyone = len(ids)
+            self._until(
+                deadline, lambda: all(len(self.topology(n)) == everyone for n in self.nodes)
+            )
+            for i in range(self.masters, len(self.nodes)):
+                admins[i].execute_command("CLUSTER", "REPLICATE", ids[i % self.masters])
+        finally:
+            for admin in admins:
+                admin.close()
+        self.wait_ok(deadline - time.monotonic())
+
+    def _until(self, deadline: float, ready: Callable[[], bool]) -> None:
+        while True:
+            try:
+                if ready():
+                    return
+            except (redis.RedisError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the {self.kind} cluster did not settle: {self.log()}")
+            time.sleep(0.05)
+
+    def wait_ok(self, timeout: float = 60.0) -> None:
+        """Until every live node says ``cluster_state:ok``, sees every slot served by a
+        live master, and every live replica's link to its master is up."""
+        deadline = time.monotonic() + timeout
+
+        def settled() -> bool:
+            for node in self.live():
+                with self._admin(node) as admin:
+                    if admin.cluster("info")["cluster_state"] != "ok":
+                        return False
+                    info = admin.info("replication")
+                    if info["role"] == "slave" and info.get("master_link_status") != "up":
+                        return False
+            masters = [n for n in self.topology() if n.role == "master" and not n.failed]
+            covered = sum(last - first + 1 for n in masters for first, last in n.slots)
+            return covered == SLOTS
+
+        self._until(deadline, settled)
+
+    def live(self) -> list[Server]:
+        """The nodes whose process runs."""
+        return [node for node in self.nodes if node.process is not None]
+
+    def topology(self, seen_by: Server | None = None) -> list[ClusterNodeState]:
+        """``CLUSTER NODES`` as ``seen_by`` (default: a live node) sees them."""
+        with self._admin(seen_by or self.live()[0]) as admin:
+            text = admin.execute_command("CLUSTER", "NODES")
+        return [ClusterNodeState.parse(line) for line in str(text).splitlines() if line.strip()]
+
+    def node(self, port: int) -> Server:
+        return next(node for node in self.nodes if node.port == port)
+
+    def owner(self, slot: int) -> Server:
+        """The live master serving ``slot``."""
+        for state in self.topology():
+            if state.role == "master" and not state.failed and state.owns(slot):
+                return self.node(state.port)
+        raise LookupError(f"no live master serves slot {slot}")
+
+    def replicas_of(self, master: Server) -> list[Server]:
+        states = self.topology()
+        master_id = next(s.id for s in states if s.port == master.port)
+        return [self.node(s.port) for s in states if s.master_id == master_id]
+
+    def masters_now(self) -> list[Server]:
+        """The live masters serving slots, in slot order."""
+        states = [s for s in self.topology() if s.role == "master" and s.slots and not s.failed]
+        states.sort(key=lambda s: s.slots[0])
+        return [self.node(s.port) for s in states]
+
+    def log(self) -> str:
+        return "\n".join(f"[{node.port}] {node.log()[-400:]}" for node in self.nodes)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        self.nodes.clear()
+
+    def __enter__(self) -> Cluster:
+        return self.start() if not self.nodes else self
 
     def __exit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
