@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import redis
 
@@ -288,7 +289,7 @@ class Cluster:
             raise
         return self
 
-    def _admin(self, node: Server) -> redis.Redis:
+    def _admin(self, node: Server) -> Any:
         return redis.Redis(port=node.port, decode_responses=True, socket_timeout=5)
 
     def _form(self, timeout: float) -> None:
