@@ -47,8 +47,8 @@ def _has_waitaof(info: Mapping[str, Any]) -> bool:
 
 def commands(info: Mapping[str, Any]) -> list[str]:
     """The commands a tenant's user needs on a server, from its ``INFO server``."""
-    confirm = "waitaof" if _has_waitaof(info) else "wait"
-    return sorted((*SCRIPT_COMMANDS, *STORE_COMMANDS, confirm))
+    confirm = ("wait", "waitaof") if _has_waitaof(info) else ("wait",)
+    return sorted((*SCRIPT_COMMANDS, *STORE_COMMANDS, *confirm))
 
 
 def rules(tenant: str, password: str, info: Mapping[str, Any]) -> list[str]:

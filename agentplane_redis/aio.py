@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis.asyncio
-
 from .drivers import AsyncDriver, ServerCheck
-from .store import AsyncEvents, AsyncRuns, AsyncTimers, StoreBase, client_options
+from .store import AsyncEvents, AsyncRuns, AsyncTimers, StoreBase, client_for_url
 
 
 class AsyncRedisStore(StoreBase[AsyncDriver, AsyncEvents, AsyncTimers, AsyncRuns]):
@@ -37,11 +35,14 @@ class AsyncRedisStore(StoreBase[AsyncDriver, AsyncEvents, AsyncTimers, AsyncRuns
         return await self._driver.check()
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> AsyncRedisStore:
-        """A store over ``redis.asyncio.Redis.from_url(url)`` with timeouts and retries
-        (``client_options``)."""
-        return cls(redis.asyncio.Redis.from_url(url, **client_options(asyncio=True)), **options)
+    def from_url(cls, url: str, *, cluster: bool | None = None, **options: Any) -> AsyncRedisStore:
+        """A store over a ``redis.asyncio`` client for ``url`` with timeouts and
+        retries (``client_options``): ``RedisCluster`` or ``Redis`` as for
+        ``RedisStore.from_url``, whose one ``INFO cluster`` question blocks
+        (``cluster=True`` or ``False`` skips it)."""
+        return cls(client_for_url(url, cluster, asyncio=True), **options)
 
     async def close_connection(self) -> None:
-        """Close the client's connections."""
+        """Close the client's connections (and the store's own, on a cluster)."""
+        await self._driver.close()
         await self._driver.client.aclose()

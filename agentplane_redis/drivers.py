@@ -27,6 +27,17 @@ way, so a script's first pipeline sends its source.
 **The server check.** Before its first call the store reads ``INFO`` once: it
 refuses an ``allkeys-*`` eviction policy (eviction would silently drop rows)
 and plans the confirmation of acknowledged writes.
+
+**Clusters.** A tenant's keys share one hash tag, so all of a store's calls go
+to one slot, served by one master: its *owner*. The server check reads the
+owner's ``INFO``. An acknowledged write's pipeline runs on the owner's own
+connection, and its confirmation is planned per owner, so after a failover it
+is planned again for the promoted replica. While the cluster moves the slot
+(``TRYAGAIN``, ``ASK``, ``MOVED``) or fails its master over (connection errors,
+``CLUSTERDOWN``), a call is sent again with a growing pause, for up to the
+store's ``cluster_patience`` seconds: none of those ran the call, or the call
+token answers what it did. A write still unanswered then raises
+``OutcomeUnknown``.
 """
 
 from __future__ import annotations
@@ -35,18 +46,30 @@ import asyncio
 import inspect
 import logging
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import redis.asyncio
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.client import NEVER_DECODE
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
 from redis.exceptions import (
+    AskError,
+    AuthenticationError,
+    ClusterError,
     ConnectionError,
+    MovedError,
     NoPermissionError,
     NoScriptError,
+    RedisClusterException,
+    RedisError,
     ResponseError,
     TimeoutError,
+    TryAgainError,
 )
 
 from . import codec
@@ -70,6 +93,20 @@ LOST_REPLY = (ConnectionError, TimeoutError)
 MAX_ACKS = 16
 #: Unfinished plans kept for a call again, per store; the oldest is dropped.
 MAX_SUSPENDED = 64
+#: How long a call on a cluster keeps trying while its slot moves or fails over, in s.
+CLUSTER_PATIENCE_S = 30.0
+#: What a cluster answers while it moves a slot or fails a master over. None of them
+#: means the call ran; a connection error may hide that it did, which its token covers.
+CLUSTER_MOVING = (
+    AskError,  # MOVED and ASK
+    TryAgainError,
+    ClusterError,  # CLUSTERDOWN, and redis-py's "TTL exhausted"
+    RedisClusterException,  # a slot with no known owner
+    ConnectionError,
+    TimeoutError,
+)
+#: Errors after which a cluster's topology is read again before the next try.
+CLUSTER_REROUTE = (ClusterError, RedisClusterException, ConnectionError, TimeoutError)
 #: Replies of script calls are never decoded by the client (see the module's doc).
 _RAW = {NEVER_DECODE: True}
 INFO_SECTIONS = ("server", "persistence", "replication", "memory")
@@ -85,6 +122,31 @@ def durability_mode(value: object) -> str:
     if value not in ("fast", "acknowledged"):
         raise InvalidInput('durability must be "fast" or "acknowledged"')
     return str(value)
+
+
+def patience(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 3600:
+        raise InvalidInput("cluster_patience must be a number of seconds in [0, 3600)")
+    return float(value)
+
+
+def is_cluster(client: object) -> bool:
+    """Whether a client is one of redis-py's cluster clients (sync or asyncio)."""
+    return isinstance(client, (RedisCluster, AsyncRedisCluster))
+
+
+def pauses(seconds: float) -> Iterator[float | None]:
+    """The pauses between tries on a moving cluster: 10 ms doubling to 500 ms, for
+    ``seconds`` in all; ``None`` once the time is up (give up)."""
+    deadline = time.monotonic() + seconds
+    pause = 0.01
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            yield None
+            return
+        yield min(pause, left)
+        pause = min(pause * 2, 0.5)
 
 
 def server_error(error: Exception) -> Exception:
@@ -123,9 +185,10 @@ class Confirmation:
         else:
             ok = int(reply) >= self.replicas
         if not ok:
+            aof = " (a replica counts once it fsyncs its own AOF)" if self.local else ""
             raise DurabilityNotConfirmed(
                 f"write not confirmed: {reply!r} (wanted {self.local} local fsync,"
-                f" {self.replicas} replicas)"
+                f" {self.replicas} replicas{aof})"
             )
 
     def settle(self, reply: Any, ack: Any) -> Any:
@@ -154,24 +217,29 @@ def online_replicas(info: dict[str, Any]) -> int:
 
 
 def plan_confirmation(info: dict[str, Any]) -> Confirmation:
-    """The confirmation for a server, from ``INFO`` (server, persistence, replication)."""
+    """The confirmation for a server, from ``INFO`` (server, persistence, replication).
+
+    With AOF on (and ``WAITAOF``, Redis 7.2+ and Valkey): ``WAITAOF 1 <online
+    replicas>``, which counts a replica once it has fsynced its own AOF, so
+    replicas need ``appendonly yes`` too. Without AOF: ``WAIT <online replicas>``.
+    """
     replicas = online_replicas(info)
     syncing = int(info.get("connected_slaves", 0)) - replicas
     waiting = f" ({syncing} replica(s) still in their initial sync)" if syncing > 0 else ""
+    aof = bool(int(info.get("aof_enabled", 0)))
+    if _version(info) >= (7, 2) and aof:
+        return Confirmation(("WAITAOF", 1, replicas, CONFIRM_TIMEOUT_MS), 1, replicas)
+    if replicas:
+        return Confirmation(("WAIT", replicas, CONFIRM_TIMEOUT_MS), 0, replicas)
     if _version(info) >= (7, 2):
-        local = 1 if int(info.get("aof_enabled", 0)) else 0
-        if local == 0 and replicas == 0:
-            raise DurabilityNotConfirmed(
-                "durability='acknowledged' needs appendonly yes or an online replica; this"
-                f" server has neither{waiting}"
-            )
-        return Confirmation(("WAITAOF", local, replicas, CONFIRM_TIMEOUT_MS), local, replicas)
-    if replicas == 0:
         raise DurabilityNotConfirmed(
-            "durability='acknowledged' on Redis before 7.2 confirms with WAIT, which needs an"
-            f" online replica; this server has none{waiting}"
+            "durability='acknowledged' needs appendonly yes or an online replica; this"
+            f" server has neither{waiting}"
         )
-    return Confirmation(("WAIT", replicas, CONFIRM_TIMEOUT_MS), 0, replicas)
+    raise DurabilityNotConfirmed(
+        "durability='acknowledged' on Redis before 7.2 confirms with WAIT, which needs an"
+        f" online replica; this server has none{waiting}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,11 +306,19 @@ class _Suspended:
 
 
 class _Driver:
-    def __init__(self, client: Any, ctx: Context, durability: str) -> None:
+    def __init__(self, client: Any, ctx: Context, durability: str, cluster_patience: float) -> None:
         self.client = client
         self.ctx = ctx
         self.durability = durability
         self.server: ServerCheck | None = None
+        self.cluster = is_cluster(client)
+        self.patience = cluster_patience
+        #: The tenant's one slot (every key has the tenant's hash tag).
+        self.slot = key_slot(ctx.keys.key("events").encode())
+        #: On a cluster: the confirmation planned for each owner the slot had.
+        self._confirmations: dict[str, Confirmation | None] = {}
+        #: Errors after which a write's outcome is unknown.
+        self.lost_reply = LOST_REPLY + CLUSTER_MOVING if self.cluster else LOST_REPLY
         self.scripts: dict[str, LuaScript] = dict(catalogue())
         self._acks: deque[str] = deque()
         #: Scripts sent whole at least once in a pipeline (NOSCRIPT there costs a resend).
@@ -253,6 +329,10 @@ class _Driver:
     @property
     def confirmation(self) -> Confirmation | None:
         return self.server.confirmation if self.server else None
+
+    def owner_name(self) -> str:
+        """On a cluster: the ``host:port`` of the master serving the tenant's slot."""
+        return str(self.client.nodes_manager.get_node_from_slot(self.slot).name)
 
     def _confirms(self, call: Call) -> bool:
         return self.durability == "acknowledged" and call.writes
@@ -279,18 +359,29 @@ class _Driver:
             return codec.replayed(reply[1])
         return reply
 
-    def _confirmed_pipeline(self, script: LuaScript, tail: tuple[Any, ...], by_source: bool) -> Any:
+    def _confirmed_pipeline(
+        self,
+        target: Any,
+        confirmation: Confirmation,
+        script: LuaScript,
+        tail: tuple[Any, ...],
+        by_source: bool,
+    ) -> Any:
         """A pipeline of the script call and its confirmation, on one connection."""
-        assert self.confirmation is not None
-        pipe = self.client.pipeline(transaction=False)
+        pipe = target.pipeline(transaction=False)
         pipe.execute_command(*_script(script, by_source), *tail, **_RAW)
-        pipe.execute_command(*self.confirmation.command)
+        pipe.execute_command(*confirmation.command)
         return pipe
 
-    def _settle(self, script: LuaScript, reply: Any, ack: Any) -> Any:
-        assert self.confirmation is not None
+    def _settle(self, confirmation: Confirmation, script: LuaScript, reply: Any, ack: Any) -> Any:
         self._sent.add(script.sha)
-        return self.confirmation.settle(reply, ack)
+        return confirmation.settle(reply, ack)
+
+    def _checked(self, info: dict[str, Any] | None) -> ServerCheck:
+        server = inspect_server(info, self.durability)
+        if self.cluster:
+            self._confirmations = {self.owner_name(): server.confirmation}
+        return server
 
     def _start(
         self, op: Callable[..., Plan[T]], args: Any, kwargs: Any
@@ -325,19 +416,46 @@ class _Driver:
 
 
 class SyncDriver(_Driver):
-    def __init__(self, client: Any, ctx: Context, durability: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        ctx: Context,
+        durability: str,
+        cluster_patience: float = CLUSTER_PATIENCE_S,
+    ) -> None:
         if inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
             raise InvalidInput("RedisStore needs a synchronous client; use AsyncRedisStore")
-        super().__init__(client, ctx, durability)
+        super().__init__(client, ctx, durability, cluster_patience)
         self.server = self.check()
 
-    def check(self) -> ServerCheck:
+    def _owner(self) -> tuple[str, Any]:
+        """On a cluster: the name and plain client of the master serving the slot."""
+        node = self.client.nodes_manager.get_node_from_slot(self.slot)
+        return node.name, self.client.get_redis_connection(node)
+
+    @staticmethod
+    def _info(target: Any) -> dict[str, Any] | None:
         try:
-            info: dict[str, Any] | None = self.client.info(*INFO_SECTIONS)
+            return target.info(*INFO_SECTIONS)  # type: ignore[no-any-return]
         except ResponseError as refused:
             _info_refused(refused)
-            info = None
-        return inspect_server(info, self.durability)
+            return None
+
+    def check(self) -> ServerCheck:
+        return self._checked(self._info(self._owner()[1] if self.cluster else self.client))
+
+    def _target(self) -> tuple[Any, Confirmation]:
+        """Where an acknowledged write goes, and how it is confirmed there."""
+        if not self.cluster:
+            assert self.confirmation is not None
+            return self.client, self.confirmation
+        name, owner = self._owner()
+        if name not in self._confirmations:
+            planned = inspect_server(self._info(owner), self.durability)
+            self._confirmations[name] = planned.confirmation
+        confirmation = self._confirmations[name]
+        assert confirmation is not None
+        return owner, confirmation
 
     def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         try:
@@ -349,24 +467,46 @@ class SyncDriver(_Driver):
             _raise_server_error(error)
 
     def _eval_confirmed(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+        target, confirmation = self._target()
         by_source = script.sha not in self._sent
         while True:
-            pipe = self._confirmed_pipeline(script, tail, by_source)
+            pipe = self._confirmed_pipeline(target, confirmation, script, tail, by_source)
             reply, ack = pipe.execute(raise_on_error=False)
             if by_source or not isinstance(reply, NoScriptError):
                 break
             by_source = True  # flushed since it was sent: send the source itself
-        return self._settle(script, reply, ack)
+        return self._settle(confirmation, script, reply, ack)
+
+    def _send(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:
+        if confirms:
+            return self._eval_confirmed(script, tail)
+        return self._eval(script, tail)
+
+    def _send_on_cluster(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:
+        for pause in pauses(self.patience):
+            try:
+                return self._send(script, tail, confirms)
+            except AuthenticationError:
+                raise
+            except CLUSTER_MOVING as moving:
+                if pause is None:
+                    raise
+                self._confirmations.clear()
+                if isinstance(moving, CLUSTER_REROUTE) or type(moving) is MovedError:
+                    try:
+                        self.client.nodes_manager.initialize()
+                    except (RedisError, RedisClusterException) as unreachable:
+                        log.debug("cluster topology not read: %s", unreachable)
+                time.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def execute(self, call: Call) -> Any:
         acks = self._take_acks(call)
         tail = self._command(call, acks)
         script = self.scripts[call.script]
+        send = self._send_on_cluster if self.cluster else self._send
         try:
-            if self._confirms(call):
-                reply = self._eval_confirmed(script, tail)
-            else:
-                reply = self._eval(script, tail)
+            reply = send(script, tail, self._confirms(call))
         except BaseException:
             self._acks.extend(acks)
             raise
@@ -383,7 +523,7 @@ class SyncDriver(_Driver):
             while True:
                 try:
                     reply = self.execute(call)
-                except LOST_REPLY as lost:
+                except self.lost_reply as lost:
                     if not call.writes:
                         raise
                     kept = True
@@ -396,22 +536,70 @@ class SyncDriver(_Driver):
                 plan.close()  # an unfinished plan (an error) is closed
 
 
+#: Keyword arguments of an asyncio cluster node that a plain connection pool refuses.
+_NODE_ONLY = ("oss_cluster_maint_notifications_handler",)
+
+
 class AsyncDriver(_Driver):
-    def __init__(self, client: Any, ctx: Context, durability: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        ctx: Context,
+        durability: str,
+        cluster_patience: float = CLUSTER_PATIENCE_S,
+    ) -> None:
         if not inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
             raise InvalidInput(
                 "AsyncRedisStore needs an asyncio client (redis.asyncio); use RedisStore"
             )
-        super().__init__(client, ctx, durability)
+        super().__init__(client, ctx, durability, cluster_patience)
+        #: On a cluster: plain clients of the masters the slot had (acknowledged writes).
+        self._owners: dict[str, Any] = {}
 
-    async def check(self) -> ServerCheck:
+    def _owner(self) -> tuple[str, Any]:
+        """On a cluster: the name and a plain client of the master serving the slot."""
+        node = self.client.nodes_manager.get_node_from_slot(self.slot)
+        plain = self._owners.get(node.name)
+        if plain is None:
+            kwargs = {k: v for k, v in node.connection_kwargs.items() if k not in _NODE_ONLY}
+            pool = redis.asyncio.ConnectionPool(connection_class=node.connection_class, **kwargs)
+            plain = self._owners[node.name] = redis.asyncio.Redis.from_pool(pool)
+        return node.name, plain
+
+    async def close(self) -> None:
+        """Closes the plain clients of the cluster's masters (the store's own)."""
+        owners, self._owners = self._owners, {}
+        for plain in owners.values():
+            await plain.aclose()
+
+    @staticmethod
+    async def _info(target: Any) -> dict[str, Any] | None:
         try:
-            info: dict[str, Any] | None = await self.client.info(*INFO_SECTIONS)
+            return await target.info(*INFO_SECTIONS)  # type: ignore[no-any-return]
         except ResponseError as refused:
             _info_refused(refused)
-            info = None
-        self.server = inspect_server(info, self.durability)
+            return None
+
+    async def check(self) -> ServerCheck:
+        if self.cluster:
+            await self.client.initialize()
+        self.server = self._checked(
+            await self._info(self._owner()[1] if self.cluster else self.client)
+        )
         return self.server
+
+    async def _target(self) -> tuple[Any, Confirmation]:
+        """Where an acknowledged write goes, and how it is confirmed there."""
+        if not self.cluster:
+            assert self.confirmation is not None
+            return self.client, self.confirmation
+        name, owner = self._owner()
+        if name not in self._confirmations:
+            planned = inspect_server(await self._info(owner), self.durability)
+            self._confirmations[name] = planned.confirmation
+        confirmation = self._confirmations[name]
+        assert confirmation is not None
+        return owner, confirmation
 
     async def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         try:
@@ -423,14 +611,40 @@ class AsyncDriver(_Driver):
             _raise_server_error(error)
 
     async def _eval_confirmed(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+        target, confirmation = await self._target()
         by_source = script.sha not in self._sent
         while True:
-            pipe = self._confirmed_pipeline(script, tail, by_source)
+            pipe = self._confirmed_pipeline(target, confirmation, script, tail, by_source)
             reply, ack = await pipe.execute(raise_on_error=False)
             if by_source or not isinstance(reply, NoScriptError):
                 break
             by_source = True  # flushed since it was sent: send the source itself
-        return self._settle(script, reply, ack)
+        return self._settle(confirmation, script, reply, ack)
+
+    async def _send(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:
+        if confirms:
+            return await self._eval_confirmed(script, tail)
+        return await self._eval(script, tail)
+
+    async def _send_on_cluster(
+        self, script: LuaScript, tail: tuple[Any, ...], confirms: bool
+    ) -> Any:
+        for pause in pauses(self.patience):
+            try:
+                return await self._send(script, tail, confirms)
+            except AuthenticationError:
+                raise
+            except CLUSTER_MOVING as moving:
+                if pause is None:
+                    raise
+                self._confirmations.clear()
+                if isinstance(moving, CLUSTER_REROUTE) or type(moving) is MovedError:
+                    try:
+                        await self.client.nodes_manager.initialize()
+                    except (RedisError, RedisClusterException) as unreachable:
+                        log.debug("cluster topology not read: %s", unreachable)
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def execute(self, call: Call) -> Any:
         if self.server is None:
@@ -438,11 +652,9 @@ class AsyncDriver(_Driver):
         acks = self._take_acks(call)
         tail = self._command(call, acks)
         script = self.scripts[call.script]
+        send = self._send_on_cluster if self.cluster else self._send
         try:
-            if self._confirms(call):
-                reply = await self._eval_confirmed(script, tail)
-            else:
-                reply = await self._eval(script, tail)
+            reply = await send(script, tail, self._confirms(call))
         except BaseException:
             self._acks.extend(acks)
             raise
@@ -459,7 +671,7 @@ class AsyncDriver(_Driver):
             while True:
                 try:
                     reply = await self.execute(call)
-                except LOST_REPLY as lost:
+                except self.lost_reply as lost:
                     if not call.writes:
                         raise
                     kept = True

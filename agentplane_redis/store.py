@@ -18,7 +18,14 @@ from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
 from . import ops
-from .drivers import AsyncDriver, ServerCheck, SyncDriver, durability_mode
+from .drivers import (
+    CLUSTER_PATIENCE_S,
+    AsyncDriver,
+    ServerCheck,
+    SyncDriver,
+    durability_mode,
+    patience,
+)
 from .keys import TenantKeys
 from .ops import Context, Plan, make_context
 
@@ -28,6 +35,38 @@ from .ops import Context, Plan, make_context
 SOCKET_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
 RETRIES = 5
+
+
+def is_cluster_url(url: str) -> bool:
+    """Whether the server a URL names runs in cluster mode (``INFO cluster``).
+
+    Asks once, blocking, with short timeouts; a server that refuses ``INFO``
+    (an ACL without ``+info``) is taken for a single server.
+    """
+    probe = redis.Redis.from_url(
+        url, socket_timeout=CONNECT_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S
+    )
+    try:
+        info = probe.info("cluster")
+    except redis.exceptions.ResponseError:
+        return False
+    finally:
+        probe.close()
+    return bool(int(info.get("cluster_enabled", 0)))
+
+
+def client_for_url(url: str, cluster: bool | None = None, asyncio: bool = False) -> Any:
+    """The redis-py client ``from_url`` builds: ``RedisCluster`` when ``cluster`` is
+    true, or when it is None and the node the URL names runs in cluster mode;
+    ``Redis`` otherwise; with ``client_options``."""
+    if cluster is None:
+        cluster = is_cluster_url(url)
+    options = client_options(asyncio=asyncio)
+    if asyncio:
+        kind: Any = redis.asyncio.RedisCluster if cluster else redis.asyncio.Redis
+    else:
+        kind = redis.RedisCluster if cluster else redis.Redis
+    return kind.from_url(url, **options)
 
 
 def client_options(asyncio: bool = False) -> dict[str, Any]:
@@ -186,9 +225,12 @@ class StoreBase(Generic[D, EventsT, TimersT, RunsT]):
         timer_lease: object = None,
         max_payload_bytes: int = ops.DEFAULT_MAX_PAYLOAD,
         durability: str = "fast",
+        cluster_patience: float = CLUSTER_PATIENCE_S,
     ) -> None:
         ctx = make_context(tenant, clock, timer_lease, max_payload_bytes)
-        self._driver: D = self._driver_class(client, ctx, durability_mode(durability))
+        self._driver: D = self._driver_class(
+            client, ctx, durability_mode(durability), patience(cluster_patience)
+        )
         events, timers, runs = self._part_classes
         self.events: EventsT = events(self._driver)
         self.timers: TimersT = timers(self._driver)
@@ -233,10 +275,15 @@ class RedisStore(StoreBase[SyncDriver, Events, Timers, Runs]):
         return self._driver.server
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> RedisStore:
-        """A store over ``redis.Redis.from_url(url)`` with timeouts and retries
-        (``client_options``); options as for the constructor."""
-        return cls(redis.Redis.from_url(url, **client_options()), **options)
+    def from_url(cls, url: str, *, cluster: bool | None = None, **options: Any) -> RedisStore:
+        """A store over a client for ``url`` with timeouts and retries
+        (``client_options``); options as for the constructor.
+
+        The client is ``redis.RedisCluster`` when the node the URL names runs in
+        cluster mode (asked once with ``INFO cluster``), ``redis.Redis`` otherwise;
+        ``cluster=True`` or ``False`` decides without asking (``client_for_url``).
+        """
+        return cls(client_for_url(url, cluster), **options)
 
     def close_connection(self) -> None:
         """Close the client's connections."""
