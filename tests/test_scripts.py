@@ -208,7 +208,7 @@ def test_long_lists_go_to_variadic_commands_in_chunks(raw):
     """Lists longer than Lua can unpack at once (listings with a large limit) still work."""
     codec = expand(lua_root(), "_lib/codec.lua")
     n = 9000
-    raw.hset("h", mapping={f"f{i}": i for i in range(n)})
+    raw.hset("{t}h", mapping={f"f{i}": i for i in range(n)})
     got = raw.eval(
         codec
         + """
@@ -224,8 +224,8 @@ def test_long_lists_go_to_variadic_commands_in_chunks(raw):
         return { #values, values[1], values[#values], added, redis.call("ZCARD", KEYS[2]) }
     """,
         2,
-        "h",
-        "z",
+        "{t}h",
+        "{t}z",
         n,
     )
     assert got == [n, b"0", str(n - 1).encode(), n, 0]

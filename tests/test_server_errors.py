@@ -148,11 +148,7 @@ def test_stores_refuse_a_client_of_the_other_flavour():
 
 def test_bytes_that_are_not_utf8_are_corrupt_for_decoding_clients_too(backend):
     """A tampered row read through a decode_responses=True client is CorruptRow, named."""
-    if backend.fake_server is not None:
-        client = fakeredis.FakeRedis(server=backend.fake_server, decode_responses=True)
-    else:
-        client = redis.Redis.from_url(backend.url, decode_responses=True)
-    store = RedisStore(client, tenant="acme")
+    store = RedisStore(backend.sync_client(decode_responses=True), tenant="acme")
     store.events.buffer(ev("e1", "k/1"), at=at(0))
     store.events.sweep_unclaimed(at(0))
     key, field = store.keys.key("events"), event_id("src", "e1")
