@@ -46,3 +46,10 @@ class AsyncRedisStore(StoreBase[AsyncDriver, AsyncEvents, AsyncTimers, AsyncRuns
         """Close the client's connections (and the store's own, on a cluster)."""
         await self._driver.close()
         await self._driver.client.aclose()
+
+    async def __aenter__(self) -> AsyncRedisStore:
+        await self.check()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close_connection()

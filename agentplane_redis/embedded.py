@@ -375,6 +375,30 @@ class Cluster:
         states.sort(key=lambda s: s.slots[0])
         return [self.node(s.port) for s in states]
 
+    def move_slot(self, slot: int, to: Server, pause: float = 0.0) -> int:
+        """Moves ``slot`` to the master ``to`` key by key, as ``redis-cli --cluster
+        reshard`` does: ``SETSLOT IMPORTING`` and ``MIGRATING``, one ``MIGRATE`` per
+        key (``pause`` seconds apart, to stretch the move), then ``SETSLOT NODE`` on
+        every master. Returns the number of keys moved."""
+        source = self.owner(slot)
+        states = {s.port: s for s in self.topology()}
+        source_id, target_id = states[source.port].id, states[to.port].id
+        moved = 0
+        with self._admin(source) as src, self._admin(to) as dst:
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1):
+                src.execute_command("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS", *keys)
+                moved += len(keys)
+                time.sleep(pause)
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        for master in self.masters_now():
+            if master.port not in (source.port, to.port):
+                with self._admin(master) as other:
+                    other.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        return moved
+
     def log(self) -> str:
         return "\n".join(f"[{node.port}] {node.log()[-400:]}" for node in self.nodes)
 

@@ -288,3 +288,9 @@ class RedisStore(StoreBase[SyncDriver, Events, Timers, Runs]):
     def close_connection(self) -> None:
         """Close the client's connections."""
         self._driver.client.close()
+
+    def __enter__(self) -> RedisStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close_connection()

@@ -250,3 +250,27 @@ def start(request: pytest.FixtureRequest) -> Iterator[Any]:
     yield go
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def start_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Starts a dedicated cluster for one test: start_cluster("valkey" | "redis", **options
+    of embedded.Cluster); stopped, node by node, after the test."""
+    started: list[Cluster] = []
+
+    def go(kind: str, **options: Any) -> Cluster:
+        backend = {"valkey": "valkey8-cluster", "redis": "redis7-cluster"}[kind]
+        if backend not in request.config.getoption("--backends").split(","):
+            pytest.skip(f"{backend} not selected")
+        cluster = Cluster(kind, **options)
+        started.append(cluster)
+        try:
+            return cluster.start()
+        except ServerUnavailable as missing:
+            if request.config.getoption("--require-servers"):
+                pytest.fail(str(missing))
+            pytest.skip(str(missing))
+
+    yield go
+    for cluster in started:
+        cluster.stop()

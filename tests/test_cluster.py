@@ -1,0 +1,320 @@
+"""The store on Redis Cluster and Valkey cluster (docs/cluster.md).
+
+The behaviour battery runs over both clusters (conftest.py); here: where the
+tenants land, ``from_url``, acknowledged writes on the tenant's master, and the
+drills: a master killed under load, a master killed while its replica was
+stalled, and a tenant's slot moved key by key under load. The drills print
+what callers saw (``pytest -s``); docs/cluster.md quotes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import time
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from cluster_load import Job, Journal, run
+from redis.crc import key_slot
+
+from agentplane_redis import AsyncRedisStore, DurabilityNotConfirmed, RedisStore
+from agentplane_redis.embedded import Cluster, Server
+from agentplane_redis.keys import TenantKeys
+
+from conftest import CLUSTER_TENANTS
+from helpers import ev
+
+pytestmark = pytest.mark.real
+SPAWN = multiprocessing.get_context("spawn")
+CLUSTERS = ("redis7-cluster", "valkey8-cluster")
+
+
+def slot_of(tenant: str) -> int:
+    return key_slot(TenantKeys(tenant).key("events").encode())
+
+
+@pytest.fixture(params=CLUSTERS)
+def cluster(request: pytest.FixtureRequest, servers: Any) -> Cluster:
+    """The session's cluster of one kind (shared with the battery)."""
+    if request.param not in request.config.getoption("--backends").split(","):
+        pytest.skip(f"{request.param} not selected")
+    started = servers.get(request.param)
+    assert isinstance(started, Cluster)
+    return started
+
+
+@pytest.fixture(params=("redis", "valkey"))
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_every_master_serves_some_of_the_batterys_tenants(cluster):
+    """The battery's tenants (conftest.CLUSTER_TENANTS) land on three different masters."""
+    masters = cluster.masters_now()
+    assert len(masters) == 3
+    print(f"\n{cluster.kind} cluster, masters {[m.port for m in masters]}:")
+    owners = {}
+    for tenant in CLUSTER_TENANTS:
+        slot = slot_of(tenant)
+        owner = cluster.owner(slot)
+        owners[tenant] = owner.port
+        print(f"  tenant {tenant!r:8} slot {slot:5}  master :{owner.port}")
+        with RedisStore.from_url(cluster.url, tenant=tenant) as store:
+            assert store._driver.owner_name() == f"127.0.0.1:{owner.port}"
+    assert sorted(owners.values()) == sorted(m.port for m in masters)
+
+
+def test_from_url_recognises_a_cluster_from_any_node(cluster):
+    """A master's or a replica's URL gives a RedisCluster, and every tenant works;
+    cluster=False insists on a plain client."""
+    replica = cluster.replicas_of(cluster.masters_now()[0])[0]
+    for url in (cluster.url, replica.url):
+        for tenant in CLUSTER_TENANTS:
+            with RedisStore.from_url(url, tenant=tenant) as store:
+                assert isinstance(store.client, redis.RedisCluster)
+                assert store.events.buffer(ev(f"e-{url[-5:]}", "k/1")) is True
+    plain = RedisStore.from_url(cluster.url, cluster=False, tenant="alpha")
+    assert type(plain.client) is redis.Redis
+    plain.close_connection()
+
+    async def main() -> None:
+        store = await AsyncRedisStore.connect(replica.url, tenant="t1")
+        assert isinstance(store.client, redis.asyncio.RedisCluster)
+        assert await store.events.buffer(ev("e-async", "k/1")) is True
+        await store.close_connection()
+
+    asyncio.run(main())
+
+
+def test_from_url_keeps_a_plain_client_for_a_single_server(servers, request):
+    if "valkey8" not in request.config.getoption("--backends").split(","):
+        pytest.skip("valkey8 not selected")
+    store = RedisStore.from_url(servers.get("valkey8").url, tenant="acme")
+    assert type(store.client) is redis.Redis
+    store.close_connection()
+
+
+def _confirmations(node: Server) -> int:
+    with redis.Redis(port=node.port) as admin:
+        stats = admin.info("commandstats")
+    return sum(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("wait", "waitaof"))
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_acknowledged_writes_are_confirmed_on_the_tenants_master(cluster, flavour):
+    """Each write is confirmed on the connection of the master that ran it: WAIT (or
+    WAITAOF) calls rise on that master only, one per write."""
+    masters = cluster.masters_now()
+    for tenant in CLUSTER_TENANTS:
+        owner = cluster.owner(slot_of(tenant))
+        before = {m.port: _confirmations(m) for m in masters}
+        if flavour == "sync":
+            with RedisStore.from_url(cluster.url, tenant=tenant, durability="acknowledged") as s:
+                for i in range(5):
+                    assert s.events.buffer(ev(f"{flavour}-{i}", "k/1")) is True
+                assert s.events.stats().live >= 5  # reads send no confirmation
+        else:
+
+            async def main(tenant: str = tenant) -> None:
+                s = await AsyncRedisStore.connect(
+                    cluster.url, tenant=tenant, durability="acknowledged"
+                )
+                for i in range(5):
+                    assert await s.events.buffer(ev(f"{flavour}-{i}", "k/1")) is True
+                assert (await s.events.stats()).live >= 5
+                await s.close_connection()
+
+            asyncio.run(main())
+        after = {m.port: _confirmations(m) for m in masters}
+        grew = {port: after[port] - before[port] for port in after}
+        assert grew == {m.port: (5 if m.port == owner.port else 0) for m in masters}
+
+
+def _until(what: str, ready: Any, timeout: float = 60.0) -> float:
+    start = time.monotonic()
+    while not ready():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"{what} did not happen in {timeout} s")
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def _promoted(cluster: Cluster, slot: int, old: Server) -> bool:
+    try:
+        return cluster.owner(slot).port != old.port
+    except (LookupError, redis.RedisError, OSError):
+        return False
+
+
+def test_a_master_killed_while_its_replica_stalled_loses_nothing_acknowledged(start_cluster, kind):
+    """durability="acknowledged": the replica is stopped (SIGSTOP), writes are refused
+    (not confirmed), the master is killed, the replica resumes and is promoted; every
+    write the store acknowledged is on the new master. The confirmation is planned
+    again for the new master, and works once it has a replica again."""
+    cluster = start_cluster(kind, extra=("--cluster-replica-validity-factor", "0"))
+    tenant = "acme"
+    slot = slot_of(tenant)
+    master = cluster.owner(slot)
+    replica = cluster.replicas_of(master)[0]
+    store = RedisStore.from_url(cluster.url, tenant=tenant, durability="acknowledged")
+    acknowledged, refused = [], []
+
+    def write(event_id: str) -> None:
+        try:
+            store.events.buffer(ev(event_id, "k/1"))
+            acknowledged.append(event_id)
+        except DurabilityNotConfirmed:
+            refused.append(event_id)
+
+    for i in range(50):
+        write(f"before-{i}")
+    assert len(acknowledged) == 50
+    replica.pause()
+    for i in range(2):
+        write(f"stalled-{i}")
+    assert refused == ["stalled-0", "stalled-1"]  # not confirmed: not acknowledged
+    master.crash()
+    replica.resume()
+    took = _until("the replica's promotion", lambda: _promoted(cluster, slot, master))
+    assert cluster.owner(slot).port == replica.port
+    # The old master comes back, as a replica of the new one: writes confirm again.
+    master.restart()
+    cluster.wait_ok()
+    for i in range(20):
+        write(f"after-{i}")
+    assert all(f"after-{i}" in acknowledged for i in range(20))
+    assert store._driver.owner_name() == f"127.0.0.1:{replica.port}"
+    with RedisStore.from_url(replica.url, tenant=tenant) as reader:
+        missing = [e for e in acknowledged if reader.events.lookup("src", e) is None]
+    print(
+        f"\n{kind}: promoted in {took:.1f} s; {len(acknowledged)} acknowledged, "
+        f"{len(refused)} refused while the replica stalled, {len(missing)} lost"
+    )
+    assert missing == []
+    store.close_connection()
+
+
+def _drill(cluster: Cluster, jobs: list[Job], disturb: Any) -> dict[str, Journal]:
+    """Runs the workers, lets them settle, calls ``disturb()``, stops them, reads journals."""
+    ready = [SPAWN.Event() for _ in jobs]
+    stop = SPAWN.Event()
+    procs = [
+        SPAWN.Process(target=run, args=(job, r, stop)) for job, r in zip(jobs, ready, strict=True)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        for r in ready:
+            assert r.wait(60)
+        time.sleep(1.0)
+        disturb()
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(120)
+            if p.is_alive():
+                p.kill()
+    return {job.name: Journal.read(job) for job in jobs}
+
+
+def _report(title: str, journals: dict[str, Journal]) -> None:
+    print(f"\n{title}")
+    for name, j in journals.items():
+        print(
+            f"  {name:24} calls {len(j.entries):5}  answers {j.outcomes}  errors {j.errors}"
+            f"  longest wait {j.longest_wait():.2f} s"
+        )
+
+
+@pytest.fixture
+def journals_dir(tmp_path: Any) -> str:
+    return str(tmp_path)
+
+
+def test_a_master_killed_under_load_its_tenants_carry_on(start_cluster, kind, journals_dir):
+    """Workers on every master; one master is SIGKILLed. Its replica is promoted, its
+    tenants wait about the node timeout and carry on: no caller sees an exception,
+    and no new event is taken for a duplicate. The other masters' tenants do not
+    notice."""
+    cluster = start_cluster(kind)
+    victim_tenant = "acme"
+    slot = slot_of(victim_tenant)
+    master = cluster.owner(slot)
+    jobs = [
+        Job(
+            cluster.url,
+            t,
+            f"{t}-{flavour}",
+            flavour=flavour,
+            journal=os.path.join(journals_dir, f"{t}-{flavour}.jsonl"),
+        )
+        for t in CLUSTER_TENANTS
+        for flavour in ("sync", "async")
+    ]
+    promoted: list[float] = []
+
+    def kill_master() -> None:
+        master.crash()
+        promoted.append(_until("promotion", lambda: _promoted(cluster, slot, master)))
+
+    journals = _drill(cluster, jobs, kill_master)
+    _report(f"{kind}: master :{master.port} killed, promoted in {promoted[0]:.1f} s", journals)
+    for name, j in journals.items():
+        assert j.errors == {}, name
+        assert set(j.outcomes) <= {"Buffered", "Resumed"}, name  # never Duplicate
+        assert len(j.acknowledged) > 10, name
+        if not name.startswith(victim_tenant):
+            assert j.longest_wait() < 1.0, name
+    # Answers came after the failover too.
+    last = max(e["t1"] for e in journals[f"{victim_tenant}-sync"].entries if "outcome" in e)
+    assert last > max(e["t0"] for e in journals[f"{victim_tenant}-sync"].entries) - 1.0
+
+
+@pytest.mark.parametrize("durability", ["fast", "acknowledged"])
+def test_a_tenants_slot_moved_key_by_key_under_load_only_slows_it(
+    start_cluster, kind, durability, journals_dir
+):
+    """The tenant's slot moves to another master one key at a time (TRYAGAIN and ASK
+    meanwhile) while workers deliver to it: no caller sees an exception, nothing is
+    duplicated or lost, and afterwards the new master serves the tenant."""
+    cluster = start_cluster(kind)
+    tenant = "acme"
+    slot = slot_of(tenant)
+    source = cluster.owner(slot)
+    target = next(m for m in cluster.masters_now() if m.port != source.port)
+    jobs = [
+        Job(
+            cluster.url,
+            tenant,
+            f"{tenant}-{flavour}",
+            durability=durability,
+            flavour=flavour,
+            journal=os.path.join(journals_dir, f"{flavour}.jsonl"),
+        )
+        for flavour in ("sync", "async")
+    ]
+    moved: list[tuple[int, float]] = []
+
+    def move() -> None:
+        t0 = time.monotonic()
+        keys = cluster.move_slot(slot, target, pause=0.1)
+        moved.append((keys, time.monotonic() - t0))
+
+    journals = _drill(cluster, jobs, move)
+    keys, took = moved[0]
+    _report(
+        f"{kind} {durability}: slot {slot} moved key by key ({keys} keys, {took:.1f} s)", journals
+    )
+    assert cluster.owner(slot).port == target.port
+    with RedisStore.from_url(target.url, tenant=tenant) as reader:
+        for name, j in journals.items():
+            assert j.errors == {}, name
+            assert set(j.outcomes) <= {"Buffered", "Resumed"}, name
+            assert len(j.acknowledged) > 10, name
+            missing = [e for e in j.acknowledged if reader.events.lookup("src", e) is None]
+            assert missing == [], name
