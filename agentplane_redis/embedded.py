@@ -331,14 +331,26 @@ class Cluster:
         deadline = time.monotonic() + timeout
 
         def settled() -> bool:
+            states = self.topology()
+            live = {node.port for node in self.live()}
             for node in self.live():
                 with self._admin(node) as admin:
                     if admin.cluster("info")["cluster_state"] != "ok":
                         return False
                     info = admin.info("replication")
-                    if info["role"] == "slave" and info.get("master_link_status") != "up":
+                if info["role"] == "slave" and info.get("master_link_status") != "up":
+                    return False
+                if info["role"] == "master":
+                    me = next(s.id for s in states if s.port == node.port)
+                    replicas = sum(1 for s in states if s.master_id == me and s.port in live)
+                    online = sum(
+                        1
+                        for k, v in info.items()
+                        if k.startswith("slave") and isinstance(v, dict) and v["state"] == "online"
+                    )
+                    if online < replicas:
                         return False
-            masters = [n for n in self.topology() if n.role == "master" and not n.failed]
+            masters = [n for n in states if n.role == "master" and not n.failed]
             covered = sum(last - first + 1 for n in masters for first, last in n.slots)
             return covered == SLOTS
 

@@ -167,8 +167,9 @@ def test_a_master_killed_while_its_replica_stalled_loses_nothing_acknowledged(st
         try:
             store.events.buffer(ev(event_id, "k/1"))
             acknowledged.append(event_id)
-        except DurabilityNotConfirmed:
+        except DurabilityNotConfirmed as error:
             refused.append(event_id)
+            print(f"{event_id}: {error}")
 
     for i in range(50):
         write(f"before-{i}")
