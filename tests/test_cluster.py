@@ -237,12 +237,16 @@ def journals_dir(tmp_path: Any) -> str:
     return str(tmp_path)
 
 
-def test_a_master_killed_under_load_its_tenants_carry_on(start_cluster, kind, journals_dir):
+@pytest.mark.parametrize("coverage", ["yes", "no"])
+def test_a_master_killed_under_load_its_tenants_carry_on(
+    start_cluster, kind, coverage, journals_dir
+):
     """Workers on every master; one master is SIGKILLed. Its replica is promoted, its
     tenants wait about the node timeout and carry on: no caller sees an exception,
-    and no new event is taken for a duplicate. The other masters' tenants do not
-    notice."""
-    cluster = start_cluster(kind)
+    and no new event is taken for a duplicate. With full coverage required (the
+    default) every tenant waits while a slot has no master; without, only the dead
+    master's. (How long each waited is printed, not asserted: this machine is shared.)"""
+    cluster = start_cluster(kind, extra=("--cluster-require-full-coverage", coverage))
     victim_tenant = "acme"
     slot = slot_of(victim_tenant)
     master = cluster.owner(slot)
@@ -264,13 +268,27 @@ def test_a_master_killed_under_load_its_tenants_carry_on(start_cluster, kind, jo
         promoted.append(_until("promotion", lambda: _promoted(cluster, slot, master)))
 
     journals = _drill(cluster, jobs, kill_master)
-    _report(f"{kind}: master :{master.port} killed, promoted in {promoted[0]:.1f} s", journals)
+    _report(
+        f"{kind}, cluster-require-full-coverage {coverage}: master :{master.port} killed,"
+        f" promoted in {promoted[0]:.1f} s",
+        journals,
+    )
+    with RedisStore.from_url(cluster.url, tenant=victim_tenant) as reader:
+        for flavour in ("sync", "async"):
+            j = journals[f"{victim_tenant}-{flavour}"]
+            lost = [e for e in j.acknowledged if reader.events.lookup("src", e) is None]
+            print(
+                f"  {victim_tenant}-{flavour}: {len(lost)} answered deliveries lost"
+                " (durability='fast': the replica's lag when its master died)"
+            )
     for name, j in journals.items():
         assert j.errors == {}, name
         assert set(j.outcomes) <= {"Buffered", "Resumed"}, name  # never Duplicate
         assert len(j.acknowledged) > 10, name
-        if not name.startswith(victim_tenant):
-            assert j.longest_wait() < 1.0, name
+    if coverage == "no":  # the other masters' tenants hardly noticed (a ratio, one run)
+        victim = min(journals[f"{victim_tenant}-{f}"].longest_wait() for f in ("sync", "async"))
+        others = max(j.longest_wait() for n, j in journals.items() if victim_tenant not in n)
+        assert others < victim / 4
     # Answers came after the failover too.
     last = max(e["t1"] for e in journals[f"{victim_tenant}-sync"].entries if "outcome" in e)
     assert last > max(e["t0"] for e in journals[f"{victim_tenant}-sync"].entries) - 1.0
