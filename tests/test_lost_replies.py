@@ -7,6 +7,9 @@ or the client gives up, the store raises ``OutcomeUnknown``, and the caller
 calls again. Both must answer what the first execution did, and leave the
 data exactly as one execution does (compared with a control tenant that lost
 nothing).
+
+The same runs through redis-py's cluster clients: a one-master cluster that
+announces the proxy's port, so ``RedisCluster`` reaches its node through it.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from agentplane_redis import AsyncRedisStore, OutcomeUnknown, RedisStore
+from agentplane_redis.embedded import Cluster, Server, ServerUnavailable
 from agentplane_redis.keys import ROLES
 from agentplane_redis.scripts import catalogue
 
-from conftest import Blocking
+from conftest import KINDS, Blocking
 from faults import ReplyLosingProxy
 from helpers import at, ev, sub, timer
 
@@ -126,10 +130,13 @@ def data_by_role(raw: Any, store: Any) -> dict[str, Any]:
 
 
 class Rig:
-    """A real server, a proxy in front of it, and stores of one flavour through it."""
+    """A real server, a proxy in front of it, and stores of one flavour through it
+    (through a cluster client when the server is a cluster's one node)."""
 
-    def __init__(self, server: Any, flavour: str, proxy: ReplyLosingProxy) -> None:
-        self.server, self.flavour, self.proxy = server, flavour, proxy
+    def __init__(
+        self, server: Any, flavour: str, proxy: ReplyLosingProxy, cluster: bool = False
+    ) -> None:
+        self.server, self.flavour, self.proxy, self.cluster = server, flavour, proxy, cluster
         self.loop = asyncio.new_event_loop() if flavour == "async" else None
         self.raw = redis.Redis(port=server.port)
         self.raw.flushall()
@@ -139,16 +146,33 @@ class Rig:
 
     def store(self, tenant: str, *, retries: int, direct: bool = False) -> Any:
         port = self.server.port if direct else self.proxy.port
+        if self.cluster:
+            return self._cluster_store(tenant, port, retries)
         if self.loop is None:
             client = redis.Redis(port=port, retry=Retry(NoBackoff(), retries))
             self.closers.append(client.close)
             return RedisStore(client, tenant=tenant)
         aclient = redis.asyncio.Redis(
-            port=port, retry=redis.asyncio.retry.Retry(NoBackoff(), retries)
+            "127.0.0.1", port, retry=redis.asyncio.retry.Retry(NoBackoff(), retries)
         )
         astore = AsyncRedisStore(aclient, tenant=tenant)
         self.loop.run_until_complete(astore.check())
         self.closers.append(lambda: self.loop.run_until_complete(aclient.aclose()))
+        return Blocking(astore, self.loop)
+
+    def _cluster_store(self, tenant: str, port: int, retries: int, patience: float = 0) -> Any:
+        """Only the client re-sends (cluster_patience=0 unless given): the node announces
+        the proxy's port, so every call goes through the proxy."""
+        if self.loop is None:
+            client = redis.RedisCluster("127.0.0.1", port, retry=Retry(NoBackoff(), retries))
+            self.closers.append(client.close)
+            return RedisStore(client, tenant=tenant, cluster_patience=patience)
+        aclient = redis.asyncio.RedisCluster(
+            "127.0.0.1", port, retry=redis.asyncio.retry.Retry(NoBackoff(), retries)
+        )
+        astore = AsyncRedisStore(aclient, tenant=tenant, cluster_patience=patience)
+        self.loop.run_until_complete(astore.check())
+        self.closers.append(lambda: self.loop.run_until_complete(astore.close_connection()))
         return Blocking(astore, self.loop)
 
     def close(self) -> None:
@@ -159,14 +183,53 @@ class Rig:
             self.loop.close()
 
 
-@pytest.fixture(params=[(b, f) for b in ("redis7", "valkey8") for f in ("sync", "async")])
-def rig(request: pytest.FixtureRequest, servers: Any) -> Iterator[Rig]:
+class OneNodeClusters:
+    """One-master clusters, one per kind, started on first use."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.running: dict[str, Cluster] = {}
+
+    def get(self, kind: str) -> Server:
+        if kind not in self.running:
+            try:
+                self.running[kind] = Cluster(kind, masters=1, replicas=0).start()
+            except ServerUnavailable as missing:
+                if self.config.getoption("--require-servers"):
+                    pytest.fail(str(missing))
+                pytest.skip(str(missing))
+        return self.running[kind].nodes[0]
+
+
+@pytest.fixture(scope="module")
+def one_node_clusters(request: pytest.FixtureRequest) -> Iterator[OneNodeClusters]:
+    clusters = OneNodeClusters(request.config)
+    yield clusters
+    for cluster in clusters.running.values():
+        cluster.stop()
+
+
+BACKENDS = ("redis7", "valkey8", "redis7-cluster", "valkey8-cluster")
+
+
+RIGS = [pytest.param((b, f), id=f"{b}-{f}") for b in BACKENDS for f in ("sync", "async")]
+CLUSTER_RIGS = [p for p in RIGS if p.values[0][0].endswith("-cluster")]
+
+
+@pytest.fixture(params=RIGS)
+def rig(
+    request: pytest.FixtureRequest, servers: Any, one_node_clusters: OneNodeClusters
+) -> Iterator[Rig]:
     backend, flavour = request.param
     if backend not in request.config.getoption("--backends").split(","):
         pytest.skip(f"{backend} not selected")
-    server = servers.get(backend)
+    cluster = backend.endswith("-cluster")
+    server = one_node_clusters.get(KINDS[backend]) if cluster else servers.get(backend)
     with ReplyLosingProxy(server.port) as proxy:
-        r = Rig(server, flavour, proxy)
+        if cluster:
+            with redis.Redis(port=server.port) as admin:
+                admin.config_set("cluster-announce-port", proxy.port)
+        r = Rig(server, flavour, proxy, cluster)
         yield r
         r.close()
 
@@ -202,6 +265,23 @@ def test_after_outcome_unknown_calling_again_answers_the_first_execution(rig, na
         call(lossy)
     assert isinstance(unknown.value, redis.ConnectionError)
     assert call(lossy) == expected
+    assert data_by_role(rig.raw, lossy) == data_by_role(rig.raw, control)
+
+
+@pytest.mark.parametrize("rig", CLUSTER_RIGS, indirect=True)
+@pytest.mark.parametrize("name", ["deliver", "claim_for", "claim_due (step 2 of 3)"])
+def test_on_a_cluster_the_store_resends_a_lost_call_itself(rig, name):
+    """A cluster client that gives up at once: the store sends the call again (within
+    its cluster_patience) and gets the first execution's answer."""
+    setup, call, after = SCENARIOS[name]
+    control = rig.store("control", retries=0, direct=True)
+    setup(control)
+    expected = call(control)
+    lossy = rig._cluster_store("lossy", rig.proxy.port, retries=0, patience=10)
+    setup(lossy)
+    rig.proxy.lose_next(after=after)
+    assert call(lossy) == expected
+    assert rig.proxy.lost == 1
     assert data_by_role(rig.raw, lossy) == data_by_role(rig.raw, control)
 
 
@@ -249,15 +329,24 @@ def test_from_url_builds_a_client_that_detects_and_resends(rig):
     """from_url sets a socket timeout and retries: a lost reply is resent and replayed."""
     if rig.flavour == "async":
         store = Blocking(AsyncRedisStore.from_url(rig.proxy.url, tenant="acme"), rig.loop)
-        kwargs = store._target.client.connection_pool.connection_kwargs
         rig.closers.append(lambda: rig.loop.run_until_complete(store._target.close_connection()))
     else:
         store = RedisStore.from_url(rig.proxy.url, tenant="acme")
-        kwargs = store.client.connection_pool.connection_kwargs
         rig.closers.append(store.close_connection)
-    assert kwargs["socket_timeout"] is not None
-    assert kwargs["retry"].get_retries() > 0
     store.events.stats()
+    if rig.cluster:
+        assert "Cluster" in type(store.client).__name__
+        retry = store.client.retry
+        if rig.flavour == "async":
+            kwargs = store.client.get_default_node().connection_kwargs
+        else:
+            node = store.client.get_default_node()
+            kwargs = node.redis_connection.connection_pool.connection_kwargs
+    else:
+        kwargs = store.client.connection_pool.connection_kwargs
+        retry = kwargs["retry"]
+    assert kwargs["socket_timeout"] is not None
+    assert retry.get_retries() > 0
     rig.proxy.lose_next()
     assert store.events.buffer(E1, at=at(0)) is True
     assert rig.proxy.lost == 1
