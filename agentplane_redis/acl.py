@@ -6,14 +6,18 @@ back out of ``lua/``) besides ``EVALSHA`` and ``EVAL`` that send them (``EVAL``
 with the source when the script cache misses), ``INFO`` for the start-up check,
 ``PING`` for health checks, and the confirmation of acknowledged writes for the
 server's version (``WAITAOF`` from Redis 7.2 and on Valkey, ``WAIT`` before;
-Redis 7.0 refuses a rule that names a command it does not have). See
-``docs/security.md``.
+Redis 7.0 refuses a rule that names a command it does not have). On a
+cluster, also what redis-py's cluster client sends to find its way
+(``CLUSTER_COMMANDS``), and the user is created on every node, replicas
+included, so that it holds after a failover. See ``docs/security.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import redis
 
 from .errors import InvalidInput
 from .keys import TenantKeys, validate_tenant
@@ -36,6 +40,9 @@ SCRIPT_COMMANDS = (
 )
 #: What the store itself sends, besides the scripts' own commands.
 STORE_COMMANDS = ("evalsha", "eval", "info", "ping")
+#: What redis-py's cluster clients send besides: the slot map, and the command table
+#: their key routing reads.
+CLUSTER_COMMANDS = ("cluster|slots", "cluster|shards", "cluster|nodes", "command")
 
 
 def _has_waitaof(info: Mapping[str, Any]) -> bool:
@@ -46,9 +53,11 @@ def _has_waitaof(info: Mapping[str, Any]) -> bool:
 
 
 def commands(info: Mapping[str, Any]) -> list[str]:
-    """The commands a tenant's user needs on a server, from its ``INFO server``."""
+    """The commands a tenant's user needs on a server, from its ``INFO server`` (and
+    ``cluster``: ``cluster_enabled``)."""
     confirm = ("wait", "waitaof") if _has_waitaof(info) else ("wait",)
-    return sorted((*SCRIPT_COMMANDS, *STORE_COMMANDS, *confirm))
+    cluster = CLUSTER_COMMANDS if int(info.get("cluster_enabled", 0) or 0) else ()
+    return sorted((*SCRIPT_COMMANDS, *STORE_COMMANDS, *confirm, *cluster))
 
 
 def rules(tenant: str, password: str, info: Mapping[str, Any]) -> list[str]:
@@ -61,6 +70,51 @@ def rules(tenant: str, password: str, info: Mapping[str, Any]) -> list[str]:
         "-@all",
         *(f"+{c}" for c in commands(info)),
     ]
+
+
+def server_info(client: Any) -> dict[str, Any]:
+    """``INFO server`` and ``cluster`` of a client's server (on a cluster, of one node)."""
+    return dict(client.info("server", "cluster"))
+
+
+#: Keyword arguments of a cluster node's connection pool that belong to the cluster client.
+_CLUSTER_ONLY = (
+    "redis_connect_func",
+    "oss_cluster_maint_notifications_handler",
+    "orig_host_address",
+    "orig_socket_timeout",
+    "orig_socket_connect_timeout",
+    "host",
+    "port",
+)
+
+
+def every_node(client: Any) -> list[Any]:
+    """On a redis-py ``RedisCluster``: a plain client of every node ``CLUSTER NODES``
+    lists (masters and replicas, failed ones left out), with the cluster client's
+    credentials and timeouts. Close them after use."""
+    default = client.get_redis_connection(client.get_default_node())
+    pool = default.connection_pool
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k not in _CLUSTER_ONLY}
+    text = default.execute_command("CLUSTER", "NODES")
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    nodes = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 3 or {"fail", "noaddr", "handshake"} & set(fields[2].split(",")):
+            continue
+        host, _, port = fields[1].split("@")[0].rpartition(":")
+        nodes.append(
+            redis.Redis(
+                connection_pool=redis.ConnectionPool(
+                    connection_class=pool.connection_class,
+                    host=host or pool.connection_kwargs["host"],
+                    port=int(port),
+                    **kwargs,
+                )
+            )
+        )
+    return nodes
 
 
 def credentials(tenant: str, password: str) -> list[str]:
@@ -92,5 +146,11 @@ def create_tenant_user(client: Any, tenant: str, password: str, username: str | 
     name = default_username(tenant) if username is None else username
     if not name or any(c.isspace() or c == "\x00" for c in name):
         raise InvalidInput("ACL usernames cannot be empty or hold white space")
-    client.execute_command("ACL", "SETUSER", name, *rules(tenant, password, client.info("server")))
+    granted = rules(tenant, password, server_info(client))
+    if not isinstance(client, redis.RedisCluster):
+        client.execute_command("ACL", "SETUSER", name, *granted)
+        return name
+    for node in every_node(client):
+        with node:
+            node.execute_command("ACL", "SETUSER", name, *granted)
     return name

@@ -37,7 +37,7 @@ from .errors import (
 from .keys import PREFIX
 from .model import DeadLetter, Subscription, Timer
 from .scripts import catalogue
-from .store import RedisStore, client_options
+from .store import RedisStore, client_for_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,8 +65,9 @@ def fail(error: BaseException) -> NoReturn:
 
 
 def connect(url: str) -> Any:
-    """The client every command uses (tests put a fakeredis client here)."""
-    return redis.Redis.from_url(url, **client_options())
+    """The client every command uses: ``RedisCluster`` for a cluster node's URL,
+    ``Redis`` otherwise (tests put a fakeredis client here)."""
+    return client_for_url(url)
 
 
 class Context:
@@ -147,7 +148,7 @@ def acl_command(obj: Context, username: str | None, password: str | None, dry_ru
     name = acl.default_username(obj.tenant) if username is None else username
     acl.credentials(obj.tenant, password)  # refused input never reaches the server
     client = obj.client()
-    rules = acl.rules(obj.tenant, password, client.info("server"))
+    rules = acl.rules(obj.tenant, password, acl.server_info(client))
     if not dry_run:
         name = acl.create_tenant_user(client, obj.tenant, password, name)
     command = shlex.join(["ACL", "SETUSER", name, *rules])

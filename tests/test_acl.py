@@ -19,6 +19,7 @@ from agentplane_redis.cli import EXIT_REFUSED, main
 from agentplane_redis.keys import TenantKeys
 from agentplane_redis.scripts import catalogue
 
+from conftest import CLUSTER_TENANTS
 from helpers import at, ev, sub, timer
 
 #: Tenant names with every kind of character a tenant may hold, glob ones included.
@@ -132,6 +133,31 @@ def test_each_tenants_user_reaches_its_tenant_and_nothing_else(start, kind):
     for tenant in TENANTS:
         store = RedisStore(admin, tenant=tenant)
         assert store.events.minter("src", "x") is None, f"an intruder wrote into {tenant!r}"
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("kind", ["redis", "valkey"])
+def test_on_a_cluster_each_tenants_user_is_on_every_node(start_cluster, kind):
+    """On a cluster the user is created on every node, replicas too, and its grant
+    lets redis-py's cluster client find its way: each tenant (one per master) runs
+    every operation, acknowledged, and gets NOPERM on the others. (A replica that
+    holds the user serves it once promoted.)"""
+    cluster = start_cluster(kind)
+    admin = redis.RedisCluster.from_url(cluster.url)
+    for n, tenant in enumerate(CLUSTER_TENANTS):
+        acl.create_tenant_user(admin, tenant, f"pw{n}", f"user{n}")
+    for node in cluster.nodes:
+        with redis.Redis(port=node.port) as direct:
+            assert all(direct.acl_getuser(f"user{n}") for n in range(len(CLUSTER_TENANTS)))
+    for n, tenant in enumerate(CLUSTER_TENANTS):
+        client = redis.RedisCluster.from_url(cluster.url, username=f"user{n}", password=f"pw{n}")
+        exercise(RedisStore(client, tenant=tenant, durability="acknowledged"))
+        for other in CLUSTER_TENANTS:
+            if other != tenant:
+                with pytest.raises(redis.exceptions.NoPermissionError):
+                    RedisStore(client, tenant=other).events.buffer(ev("x", "k/1"), at=at(0))
+        client.close()
+    admin.close()
 
 
 @pytest.mark.real
