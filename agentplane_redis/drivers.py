@@ -43,6 +43,7 @@ token answers what it did. A write still unanswered then raises
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import threading
@@ -254,6 +255,8 @@ class ServerCheck:
     online_replicas: int | None
     #: How acknowledged writes are confirmed; None with durability="fast".
     confirmation: Confirmation | None
+    #: On a cluster: ``host:port`` of the master serving the tenant (whose INFO this is).
+    node: str | None = None
 
 
 def inspect_server(info: dict[str, Any] | None, durability: str) -> ServerCheck:
@@ -380,7 +383,9 @@ class _Driver:
     def _checked(self, info: dict[str, Any] | None) -> ServerCheck:
         server = inspect_server(info, self.durability)
         if self.cluster:
-            self._confirmations = {self.owner_name(): server.confirmation}
+            owner = self.owner_name()
+            self._confirmations = {owner: server.confirmation}
+            server = dataclasses.replace(server, node=owner)
         return server
 
     def _start(

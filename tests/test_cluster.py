@@ -10,6 +10,7 @@ what callers saw (``pytest -s``); docs/cluster.md quotes them.
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import os
 import time
@@ -18,10 +19,12 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from click.testing import CliRunner
 from cluster_load import Job, Journal, run
 from redis.crc import key_slot
 
 from agentplane_redis import AsyncRedisStore, DurabilityNotConfirmed, RedisStore
+from agentplane_redis.cli import main
 from agentplane_redis.embedded import Cluster, Server
 from agentplane_redis.keys import TenantKeys
 
@@ -337,3 +340,21 @@ def test_a_tenants_slot_moved_key_by_key_under_load_only_slows_it(
             assert len(j.acknowledged) > 10, name
             missing = [e for e in j.acknowledged if reader.events.lookup("src", e) is None]
             assert missing == [], name
+
+
+def test_the_cli_works_on_a_cluster(cluster):
+    """check names the tenant's master; tenants finds the tenants of every master."""
+    for tenant in CLUSTER_TENANTS:
+        with RedisStore.from_url(cluster.url, tenant=tenant) as store:
+            store.runs.seal("r")
+    for tenant in CLUSTER_TENANTS:
+        result = CliRunner().invoke(
+            main, ["--url", cluster.url, "--tenant", tenant, "--json", "check"]
+        )
+        assert result.exit_code == 0, result.output
+        found = json.loads(result.output)
+        assert found["node"] == f"127.0.0.1:{cluster.owner(slot_of(tenant)).port}"
+        assert found["online_replicas"] == 1
+    result = CliRunner().invoke(main, ["--url", cluster.url, "--json", "tenants"])
+    assert result.exit_code == 0, result.output
+    assert set(CLUSTER_TENANTS) <= set(json.loads(result.output))

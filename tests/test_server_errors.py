@@ -169,8 +169,9 @@ def test_the_check_command_reports_and_refuses(start):
     result = CliRunner().invoke(main, ["--url", good.url, "--json", "check"])
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
-    assert set(found) == {"server", "eviction_policy", "appendonly", "online_replicas"}
+    assert set(found) == {"server", "eviction_policy", "appendonly", "online_replicas", "node"}
     assert found["server"].startswith("valkey ")
+    assert found["node"] is None  # not a cluster
     assert (found["eviction_policy"], found["appendonly"], found["online_replicas"]) == (
         "noeviction",
         True,
