@@ -153,7 +153,7 @@ class Rig:
             self.closers.append(client.close)
             return RedisStore(client, tenant=tenant)
         aclient = redis.asyncio.Redis(
-            "127.0.0.1", port, retry=redis.asyncio.retry.Retry(NoBackoff(), retries)
+            port=port, retry=redis.asyncio.retry.Retry(NoBackoff(), retries)
         )
         astore = AsyncRedisStore(aclient, tenant=tenant)
         self.loop.run_until_complete(astore.check())
