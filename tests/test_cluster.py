@@ -28,7 +28,7 @@ from agentplane_redis.cli import main
 from agentplane_redis.embedded import Cluster, Server
 from agentplane_redis.keys import TenantKeys
 
-from conftest import CLUSTER_TENANTS
+from conftest import CLUSTER_TENANTS, Blocking
 from helpers import ev
 
 pytestmark = pytest.mark.real
@@ -153,7 +153,10 @@ def _promoted(cluster: Cluster, slot: int, old: Server) -> bool:
         return False
 
 
-def test_a_master_killed_while_its_replica_stalled_loses_nothing_acknowledged(start_cluster, kind):
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_master_killed_while_its_replica_stalled_loses_nothing_acknowledged(
+    start_cluster, kind, flavour
+):
     """durability="acknowledged": the replica is stopped (SIGSTOP), writes are refused
     (not confirmed), the master is killed, the replica resumes and is promoted; every
     write the store acknowledged is on the new master. The confirmation is planned
@@ -163,7 +166,13 @@ def test_a_master_killed_while_its_replica_stalled_loses_nothing_acknowledged(st
     slot = slot_of(tenant)
     master = cluster.owner(slot)
     replica = cluster.replicas_of(master)[0]
-    store = RedisStore.from_url(cluster.url, tenant=tenant, durability="acknowledged")
+    loop = asyncio.new_event_loop()
+    if flavour == "sync":
+        store: Any = RedisStore.from_url(cluster.url, tenant=tenant, durability="acknowledged")
+    else:
+        store = Blocking(
+            AsyncRedisStore.from_url(cluster.url, tenant=tenant, durability="acknowledged"), loop
+        )
     acknowledged, refused = [], []
 
     def write(event_id: str) -> None:
@@ -200,6 +209,7 @@ def test_a_master_killed_while_its_replica_stalled_loses_nothing_acknowledged(st
     )
     assert missing == []
     store.close_connection()
+    loop.close()
 
 
 def _drill(cluster: Cluster, jobs: list[Job], disturb: Any) -> dict[str, Journal]:
