@@ -40,9 +40,9 @@ SCRIPT_COMMANDS = (
 )
 #: What the store itself sends, besides the scripts' own commands.
 STORE_COMMANDS = ("evalsha", "eval", "info", "ping")
-#: What redis-py's cluster clients send besides: the slot map, and the command table
-#: their key routing reads.
-CLUSTER_COMMANDS = ("cluster|slots", "cluster|shards", "cluster|nodes", "command")
+#: What redis-py's cluster clients send besides: the slot map, the command table
+#: their key routing reads, and ASKING to follow a migrating slot.
+CLUSTER_COMMANDS = ("cluster|slots", "cluster|shards", "cluster|nodes", "command", "asking")
 
 
 def _has_waitaof(info: Mapping[str, Any]) -> bool:

@@ -33,8 +33,9 @@ to one slot, served by one master: its *owner*. The server check reads the
 owner's ``INFO``. An acknowledged write's pipeline runs on the owner's own
 connection, and its confirmation is planned per owner, so after a failover it
 is planned again for the promoted replica. While the cluster moves the slot
-(``TRYAGAIN``, ``ASK``, ``MOVED``) or fails its master over (connection errors,
-``CLUSTERDOWN``), a call is sent again with a growing pause, for up to the
+(``TRYAGAIN``, ``ASK``, ``MOVED``) or fails its master over (connection
+errors, ``CLUSTERDOWN``), a call is sent again with a growing pause (none
+after ``MOVED``, which names the new owner), for up to the
 store's ``cluster_patience`` seconds: none of those ran the call, or the call
 token answers what it did. A write still unanswered then raises
 ``OutcomeUnknown``.
@@ -137,7 +138,7 @@ def is_cluster(client: object) -> bool:
 
 
 def pauses(seconds: float) -> Iterator[float | None]:
-    """The pauses between tries on a moving cluster: 10 ms doubling to 500 ms, for
+    """The pauses between tries on a moving cluster: 10 ms doubling to 250 ms, for
     ``seconds`` in all; ``None`` once the time is up (give up)."""
     deadline = time.monotonic() + seconds
     pause = 0.01
@@ -147,7 +148,7 @@ def pauses(seconds: float) -> Iterator[float | None]:
             yield None
             return
         yield min(pause, left)
-        pause = min(pause * 2, 0.5)
+        pause = min(pause * 2, 0.25)
 
 
 def server_error(error: Exception) -> Exception:
@@ -502,7 +503,8 @@ class SyncDriver(_Driver):
                         self.client.nodes_manager.initialize()
                     except (RedisError, RedisClusterException) as unreachable:
                         log.debug("cluster topology not read: %s", unreachable)
-                time.sleep(pause)
+                if type(moving) is not MovedError:  # after MOVED the new owner is known
+                    time.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def execute(self, call: Call) -> Any:
@@ -648,7 +650,8 @@ class AsyncDriver(_Driver):
                         await self.client.nodes_manager.initialize()
                     except (RedisError, RedisClusterException) as unreachable:
                         log.debug("cluster topology not read: %s", unreachable)
-                await asyncio.sleep(pause)
+                if type(moving) is not MovedError:  # after MOVED the new owner is known
+                    await asyncio.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def execute(self, call: Call) -> Any:

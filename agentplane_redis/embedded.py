@@ -387,11 +387,11 @@ class Cluster:
         states.sort(key=lambda s: s.slots[0])
         return [self.node(s.port) for s in states]
 
-    def move_slot(self, slot: int, to: Server, pause: float = 0.0) -> int:
-        """Moves ``slot`` to the master ``to`` key by key, as ``redis-cli --cluster
-        reshard`` does: ``SETSLOT IMPORTING`` and ``MIGRATING``, one ``MIGRATE`` per
-        key (``pause`` seconds apart, to stretch the move), then ``SETSLOT NODE`` on
-        every master. Returns the number of keys moved."""
+    def move_slot(self, slot: int, to: Server, pause: float = 0.0, batch: int = 1) -> int:
+        """Moves ``slot`` to the master ``to`` as ``redis-cli --cluster reshard`` does:
+        ``SETSLOT IMPORTING`` and ``MIGRATING``, one ``MIGRATE`` per ``batch`` keys
+        (``pause`` seconds apart, to stretch the move), then ``SETSLOT NODE`` on every
+        master. Returns the number of keys moved."""
         source = self.owner(slot)
         states = {s.port: s for s in self.topology()}
         source_id, target_id = states[source.port].id, states[to.port].id
@@ -399,7 +399,7 @@ class Cluster:
         with self._admin(source) as src, self._admin(to) as dst:
             dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
             src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
-            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1):
+            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, batch):
                 src.execute_command("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS", *keys)
                 moved += len(keys)
                 time.sleep(pause)

@@ -307,13 +307,15 @@ def test_a_master_killed_under_load_its_tenants_carry_on(
     assert last > max(e["t0"] for e in journals[f"{victim_tenant}-sync"].entries) - 1.0
 
 
+@pytest.mark.parametrize(("batch", "pause"), [(1, 0.1), (1000, 0.0)], ids=["by-key", "at-once"])
 @pytest.mark.parametrize("durability", ["fast", "acknowledged"])
-def test_a_tenants_slot_moved_key_by_key_under_load_only_slows_it(
-    start_cluster, kind, durability, journals_dir
+def test_a_tenants_slot_moved_under_load_only_slows_it(
+    start_cluster, kind, durability, batch, pause, journals_dir
 ):
-    """The tenant's slot moves to another master one key at a time (TRYAGAIN and ASK
-    meanwhile) while workers deliver to it: no caller sees an exception, nothing is
-    duplicated or lost, and afterwards the new master serves the tenant."""
+    """The tenant's slot moves to another master, one key at a time 0.1 s apart or in
+    one MIGRATE (TRYAGAIN and ASK meanwhile), while workers deliver to it: no caller
+    sees an exception, nothing is duplicated or lost, and afterwards the new master
+    serves the tenant."""
     cluster = start_cluster(kind)
     tenant = "acme"
     slot = slot_of(tenant)
@@ -334,14 +336,13 @@ def test_a_tenants_slot_moved_key_by_key_under_load_only_slows_it(
 
     def move() -> None:
         t0 = time.monotonic()
-        keys = cluster.move_slot(slot, target, pause=0.1)
+        keys = cluster.move_slot(slot, target, pause=pause, batch=batch)
         moved.append((keys, time.monotonic() - t0))
 
     journals = _drill(cluster, jobs, move)
     keys, took = moved[0]
-    _report(
-        f"{kind} {durability}: slot {slot} moved key by key ({keys} keys, {took:.1f} s)", journals
-    )
+    how = "key by key" if batch == 1 else "in one MIGRATE"
+    _report(f"{kind} {durability}: slot {slot} moved {how} ({keys} keys, {took:.2f} s)", journals)
     assert cluster.owner(slot).port == target.port
     with RedisStore.from_url(target.url, tenant=tenant) as reader:
         for name, j in journals.items():
