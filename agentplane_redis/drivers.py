@@ -334,6 +334,16 @@ class _Driver:
     def confirmation(self) -> Confirmation | None:
         return self.server.confirmation if self.server else None
 
+    def _moving(self, error: Exception, pause: float | None) -> tuple[bool, float]:
+        """After a cluster's moving error: whether to read the slot map again, and how
+        long to pause (none after MOVED, which names the new owner). Raises it again
+        once the patience is used up."""
+        if pause is None:
+            raise error
+        self._confirmations.clear()
+        moved = type(error) is MovedError
+        return moved or isinstance(error, CLUSTER_REROUTE), 0.0 if moved else pause
+
     def owner_name(self) -> str:
         """On a cluster: the ``host:port`` of the master serving the tenant's slot."""
         return str(self.client.nodes_manager.get_node_from_slot(self.slot).name)
@@ -495,16 +505,13 @@ class SyncDriver(_Driver):
             except AuthenticationError:
                 raise
             except CLUSTER_MOVING as moving:
-                if pause is None:
-                    raise
-                self._confirmations.clear()
-                if isinstance(moving, CLUSTER_REROUTE) or type(moving) is MovedError:
+                reroute, wait = self._moving(moving, pause)
+                if reroute:
                     try:
                         self.client.nodes_manager.initialize()
                     except (RedisError, RedisClusterException) as unreachable:
                         log.debug("cluster topology not read: %s", unreachable)
-                if type(moving) is not MovedError:  # after MOVED the new owner is known
-                    time.sleep(pause)
+                time.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def execute(self, call: Call) -> Any:
@@ -642,16 +649,13 @@ class AsyncDriver(_Driver):
             except AuthenticationError:
                 raise
             except CLUSTER_MOVING as moving:
-                if pause is None:
-                    raise
-                self._confirmations.clear()
-                if isinstance(moving, CLUSTER_REROUTE) or type(moving) is MovedError:
+                reroute, wait = self._moving(moving, pause)
+                if reroute:
                     try:
                         await self.client.nodes_manager.initialize()
                     except (RedisError, RedisClusterException) as unreachable:
                         log.debug("cluster topology not read: %s", unreachable)
-                if type(moving) is not MovedError:  # after MOVED the new owner is known
-                    await asyncio.sleep(pause)
+                await asyncio.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def execute(self, call: Call) -> Any:
