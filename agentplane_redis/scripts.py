@@ -10,6 +10,12 @@ binds them, right after the header, as ``local K = { events = KEYS[1], ... }``,
 and callers pass ``TenantKeys.for_roles(script.roles)``: the header is the one
 statement of a script's keys, so their count and order cannot drift.
 
+Expansion pulls in whole helper files; the loader then drops every top-level
+``local function`` the script never reaches (from its own lines, through the
+helpers it calls), so Redis defines on each call only the helpers the script
+uses. A top-level function is written from ``local function name(`` to a line
+holding only ``end``, its body indented.
+
 A script whose header names the ``replies`` key is a writing script: it takes
 a call token and the acknowledged tokens as its first two arguments, which the
 loader binds as ``TOKEN`` and ``ACKS`` and strips from ``ARGV``, so the body
@@ -30,6 +36,8 @@ from .errors import AgentplaneRedisError
 from .keys import ROLES
 
 _INCLUDE = re.compile(r"^--@include\s+(\S+)\s*$")
+_FUNCTION = re.compile(r"^local function ([A-Za-z_][A-Za-z0-9_]*)\(")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEYS_LINE = re.compile(r"^-- KEYS\[(\d+)\] ([a-z_]+):")
 
 
@@ -89,6 +97,49 @@ def expand(root: Path, name: str) -> str:
     return "\n".join(walk(name, ())) + "\n"
 
 
+def prune(text: str, name: str = "") -> str:
+    """``text`` without the top-level ``local function`` blocks that its other lines
+    never reach, directly or through the functions they keep."""
+    lines = text.split("\n")
+    blocks: dict[str, tuple[int, int]] = {}
+    i = 0
+    while i < len(lines):
+        match = _FUNCTION.match(lines[i])
+        if match is None:
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and lines[end] != "end":
+            if lines[end][:1] not in ("", " ", "-"):
+                raise ScriptError(f"{name}: {match.group(1)} ends without a line 'end'")
+            end += 1
+        if end == len(lines):
+            raise ScriptError(f"{name}: {match.group(1)} ends without a line 'end'")
+        blocks[match.group(1)] = (i, end)
+        i = end + 1
+    inside = {n for first, last in blocks.values() for n in range(first, last + 1)}
+    uses = {
+        fn: set(_NAME.findall("\n".join(lines[first + 1 : last])))
+        for fn, (first, last) in blocks.items()
+    }
+    reached: set[str] = set()
+    todo = [
+        word
+        for n, line in enumerate(lines)
+        if n not in inside
+        for word in _NAME.findall(line)
+        if word in blocks
+    ]
+    while todo:
+        fn = todo.pop()
+        if fn not in reached:
+            reached.add(fn)
+            todo.extend(word for word in uses[fn] if word in blocks and word not in reached)
+    unused = [span for fn, span in blocks.items() if fn not in reached]
+    dropped = {n for first, last in unused for n in range(first, last + 1)}
+    return "\n".join(line for n, line in enumerate(lines) if n not in dropped)
+
+
 def header_roles(text: str, name: str) -> tuple[str, ...]:
     """The key roles a script's header declares, checked to be numbered 1..n."""
     roles: list[str] = []
@@ -130,7 +181,7 @@ def bind_keys(text: str, roles: tuple[str, ...]) -> str:
 
 
 def load(root: Path, name: str) -> LuaScript:
-    text = expand(root, f"{name}.lua")
+    text = prune(expand(root, f"{name}.lua"), name)
     roles = header_roles(text, name)
     source = bind_keys(text, roles)
     sha = hashlib.sha1(source.encode("utf-8")).hexdigest()

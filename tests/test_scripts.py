@@ -11,7 +11,15 @@ import pytest
 from agentplane_redis import ops
 from agentplane_redis.codec import EPOCH
 from agentplane_redis.keys import ROLES, event_id, instant_member
-from agentplane_redis.scripts import ScriptError, catalogue, expand, header_roles, load, lua_root
+from agentplane_redis.scripts import (
+    ScriptError,
+    catalogue,
+    expand,
+    header_roles,
+    load,
+    lua_root,
+    prune,
+)
 
 from helpers import T0, at, ev, sub
 from keyguard import PRELUDE
@@ -229,3 +237,49 @@ def test_long_lists_go_to_variadic_commands_in_chunks(raw):
         n,
     )
     assert got == [n, b"0", str(n - 1).encode(), n, 0]
+
+
+def test_helpers_a_script_never_reaches_are_dropped():
+    """Kept: what the script's own lines call, and what those call in turn."""
+    text = "\n".join(
+        [
+            "-- s: test.",
+            "",
+            "local LIMIT = 3",
+            "local function leaf(x)",
+            "  return x + LIMIT",
+            "end",
+            "local function unused(x)",
+            "  return leaf(x)",
+            "end",
+            "local function used(x)",
+            "  -- a comment",
+            "  return leaf(x) * 2",
+            "end",
+            "return used(1)",
+        ]
+    )
+    kept = prune(text, "s")
+    assert "local function used(" in kept
+    assert "local function leaf(" in kept
+    assert "unused" not in kept
+    assert "local LIMIT = 3" in kept
+
+
+def test_a_helper_written_otherwise_is_refused():
+    with pytest.raises(ScriptError, match="bad"):
+        prune("local function bad(x)\nreturn x\nend\nreturn bad(1)\n", "s")
+    with pytest.raises(ScriptError, match="open"):
+        prune("local function open(x)\n  return x\n", "s")
+
+
+def test_every_shipped_script_keeps_only_helpers_it_reaches():
+    """Pruning never drops a function a script calls: each kept script still names
+    every helper it calls (a dropped one would be a nil global at run time, which
+    the battery would catch too); and the event scripts shrank."""
+    for name, script in catalogue().items():
+        defined = set(re.findall(r"^local function (\w+)\(", script.source, re.M))
+        full = expand(lua_root(), f"{name}.lua")
+        for fn in set(re.findall(r"^local function (\w+)\(", full, re.M)) - defined:
+            assert not re.search(rf"\b{fn}\(", script.source), (name, fn)
+    assert len(catalogue()["deliver"].source) < len(expand(lua_root(), "deliver.lua"))
