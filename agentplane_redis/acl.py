@@ -2,23 +2,28 @@
 
 Redis checks ACLs inside scripts too, for keys and for commands, so the grant
 names every command the scripts call (``SCRIPT_COMMANDS``; a test reads them
-back out of ``lua/``) besides ``EVALSHA`` and ``EVAL`` that send them (``EVAL``
-with the source when the script cache misses), ``INFO`` for the start-up check,
+back out of ``lua/``) besides ``FCALL`` that calls the library's functions, and
+``EVALSHA`` and ``EVAL`` that send scripts where the library is not loaded
+(``EVAL`` with the source when the script cache misses), ``INFO`` for the start-up check,
 ``PING`` for health checks, and the confirmation of acknowledged writes for the
 server's version (``WAITAOF`` from Redis 7.2 and on Valkey, ``WAIT`` before;
 Redis 7.0 refuses a rule that names a command it does not have). On a
 cluster, also what redis-py's cluster client sends to find its way
 (``CLUSTER_COMMANDS``), and the user is created on every node, replicas
-included, so that it holds after a failover. See ``docs/security.md``.
+included, so that it holds after a failover. The user cannot load a library
+(``FUNCTION LOAD`` would let one tenant replace the code every tenant runs):
+``create_tenant_user`` loads it, on every master of a cluster. See
+``docs/security.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import redis
 
+from . import scripts
 from .errors import InvalidInput
 from .keys import TenantKeys, validate_tenant
 
@@ -52,12 +57,20 @@ def _has_waitaof(info: Mapping[str, Any]) -> bool:
     return (major, minor) >= (7, 2)
 
 
+def has_functions(info: Mapping[str, Any]) -> bool:
+    """Whether a server runs Redis Functions (Redis 7.0 and on, every Valkey)."""
+    if "valkey_version" in info:
+        return True
+    return int(str(info.get("redis_version", "0")).split(".")[0]) >= 7
+
+
 def commands(info: Mapping[str, Any]) -> list[str]:
     """The commands a tenant's user needs on a server, from its ``INFO server`` (and
     ``cluster``: ``cluster_enabled``)."""
     confirm = ("wait", "waitaof") if _has_waitaof(info) else ("wait",)
     cluster = CLUSTER_COMMANDS if int(info.get("cluster_enabled", 0) or 0) else ()
-    return sorted((*SCRIPT_COMMANDS, *STORE_COMMANDS, *confirm, *cluster))
+    functions = ("fcall",) if has_functions(info) else ()
+    return sorted((*SCRIPT_COMMANDS, *STORE_COMMANDS, *functions, *confirm, *cluster))
 
 
 def rules(tenant: str, password: str, info: Mapping[str, Any]) -> list[str]:
@@ -142,15 +155,65 @@ def default_username(tenant: str) -> str:
 
 def create_tenant_user(client: Any, tenant: str, password: str, username: str | None = None) -> str:
     """Creates (or resets) the ACL user of one tenant on the server of a sync redis-py
-    client, which must be allowed ``ACL SETUSER``; returns the username."""
+    client, which must be allowed ``ACL SETUSER`` (and ``FUNCTION LOAD``: the
+    package's library is loaded too, see ``load_library``); returns the username."""
     name = default_username(tenant) if username is None else username
     if not name or any(c.isspace() or c == "\x00" for c in name):
         raise InvalidInput("ACL usernames cannot be empty or hold white space")
-    granted = rules(tenant, password, server_info(client))
+    info = server_info(client)
+    granted = rules(tenant, password, info)
     if not isinstance(client, redis.RedisCluster):
         client.execute_command("ACL", "SETUSER", name, *granted)
-        return name
+    else:
+        for node in every_node(client):
+            with node:
+                node.execute_command("ACL", "SETUSER", name, *granted)
+    if has_functions(info):
+        load_library(client)
+    return name
+
+
+def load_library(client: Any) -> str:
+    """Loads the package's Functions library (``scripts.library()``) with ``FUNCTION
+    LOAD`` on the server of a sync redis-py client, on every master of a cluster;
+    a library already loaded stays. Returns the library's name."""
+    library = scripts.library()
+    for node in _masters(client):
+        try:
+            node.execute_command("FUNCTION", "LOAD", library.source)
+        except redis.ResponseError as error:
+            if "already exists" not in str(error):
+                raise
+    return library.name
+
+
+def libraries(client: Any) -> list[str]:
+    """The names of the agentplane libraries loaded on the server (on any master)."""
+    found: set[str] = set()
+    for node in _masters(client):
+        for entry in node.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "agentplane_*"):
+            name = entry[b"library_name"] if isinstance(entry, dict) else entry[1]
+            found.add(name.decode() if isinstance(name, bytes) else str(name))
+    return sorted(found)
+
+
+def delete_library(client: Any, name: str) -> None:
+    """Deletes one library on the server, on every master of a cluster."""
+    for node in _masters(client):
+        try:
+            node.execute_command("FUNCTION", "DELETE", name)
+        except redis.ResponseError as error:
+            if "not found" not in str(error).lower():
+                raise
+
+
+def _masters(client: Any) -> Iterator[Any]:
+    """The client itself, or on a cluster a plain client of each master (closed after)."""
+    if not isinstance(client, redis.RedisCluster):
+        yield client
+        return
     for node in every_node(client):
         with node:
-            node.execute_command("ACL", "SETUSER", name, *granted)
-    return name
+            role = node.execute_command("ROLE")[0]
+            if (role.decode() if isinstance(role, bytes) else str(role)) == "master":
+                yield node

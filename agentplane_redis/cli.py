@@ -368,6 +368,30 @@ def scripts(obj: Context) -> None:
     show(obj, loaded, table("scripts", ["script", "sha1"], [[k, v] for k, v in loaded.items()]))
 
 
+@main.command()
+@click.option(
+    "--delete-others",
+    is_flag=True,
+    help="Delete the libraries of other releases (once none of their workers runs).",
+)
+@click.pass_obj
+@guarded
+def library(obj: Context, delete_others: bool) -> None:
+    """Load this release's Functions library and list the releases' libraries."""
+    client = obj.client()
+    name = acl.load_library(client)
+    found = acl.libraries(client)
+    others = [other for other in found if other != name]
+    if delete_others:
+        for other in others:
+            acl.delete_library(client, other)
+    rows = [
+        [n, "this release" if n == name else ("deleted" if delete_others else "")] for n in found
+    ]
+    data = {"library": name, "others": others, "deleted": others if delete_others else []}
+    show(obj, data, table("libraries", ["library", ""], rows))
+
+
 @main.group("show")
 def show_group() -> None:
     """One event, wait or timer, decoded."""

@@ -1,13 +1,19 @@
 """Drivers run plans: each script call goes to the client, each reply back to the plan.
 
-**Sending.** A call is ``EVALSHA`` with the client's decoding turned off for
-its reply (``NEVER_DECODE``), so a client made with ``decode_responses=True``
-gets the same replies, and bytes that are not UTF-8 reach the codec, which
-reports them as ``CorruptRow``. On ``NOSCRIPT`` (after a restart, failover or
-``SCRIPT FLUSH``) the call is sent once more as ``EVAL`` with the script's
-source, which cannot miss and caches the script again: safe, since it never
-ran. An error the server raised inside a script keeps the class its
-code gives it (``OutOfMemoryError``, ``ReadOnlyError``, ...).
+**Sending.** A call is ``FCALL`` of the operation's function in the package's
+Functions library (``scripts.library()``), with the client's decoding turned
+off for its reply (``NEVER_DECODE``), so a client made with
+``decode_responses=True`` gets the same replies, and bytes that are not UTF-8
+reach the codec, which reports them as ``CorruptRow``. When the server answers
+that the function is not there (a new server, ``FUNCTION FLUSH``, a restart
+without persistence) the driver loads the library with ``FUNCTION LOAD`` and
+sends the call again: safe, since it never ran. Where the library cannot be
+loaded (a server without Functions, or a user whose ACL refuses ``FUNCTION
+LOAD`` and whose operator has not loaded it) the driver sends scripts from then
+on: ``EVALSHA``, and on ``NOSCRIPT`` once more as ``EVAL`` with the script's
+source, which cannot miss and caches the script again. ``functions=False``
+sends scripts from the start. An error the server raised inside a script keeps
+the class its code gives it (``OutOfMemoryError``, ``ReadOnlyError``, ...).
 
 **Lost replies.** A writing call carries a call token (``ops.Call``), and the
 script remembers its reply under it, so re-sending the call, as redis-py's own
@@ -21,8 +27,8 @@ execution's answer.
 
 **Durability.** With ``durability="acknowledged"`` a writing call is sent in one
 pipeline with ``WAITAOF`` (or ``WAIT`` on Redis 7.0), so the confirmation covers
-the connection that ran the script; a pipeline cannot handle ``NOSCRIPT`` half
-way, so a script's first pipeline sends its source.
+the connection that ran the script. A pipeline whose call found no function
+(or no script) is sent again after loading it; nothing in it ran.
 
 **The server check.** Before its first call the store reads ``INFO`` once: it
 refuses an ``allkeys-*`` eviction policy (eviction would silently drop rows)
@@ -38,7 +44,10 @@ errors, ``CLUSTERDOWN``), a call is sent again with a growing pause (none
 after ``MOVED``, which names the new owner), for up to the
 store's ``cluster_patience`` seconds: none of those ran the call, or the call
 token answers what it did. A write still unanswered then raises
-``OutcomeUnknown``.
+``OutcomeUnknown``. Each call names the owner as its target (redis-py would
+otherwise ask the server for an ``FCALL``'s keys, a round trip per call), and
+redis-py does not re-send a call with a named target: on a cluster this loop
+is what re-sends after a lost reply.
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ from redis.exceptions import (
     MovedError,
     NoPermissionError,
     NoScriptError,
+    ReadOnlyError,
     RedisClusterException,
     RedisError,
     ResponseError,
@@ -77,7 +87,7 @@ from redis.exceptions import (
 from . import codec
 from .errors import DurabilityNotConfirmed, InvalidInput, OutcomeUnknown, ServerMisconfigured
 from .ops import Call, Context, Plan
-from .scripts import LuaScript, catalogue
+from .scripts import LuaLibrary, LuaScript, catalogue, library
 
 try:
     from redis._parsers.base import BaseParser
@@ -118,6 +128,27 @@ def _script(script: LuaScript, by_source: bool) -> tuple[str, str]:
     """How a call names its script: ``EVALSHA sha``, or ``EVAL source``, which cannot
     miss the script cache (and fills it again)."""
     return ("EVAL", script.source) if by_source else ("EVALSHA", script.sha)
+
+
+def _missing(error: object) -> bool:
+    """Whether a call's error says its function (or script) is not on the server;
+    then nothing ran."""
+    if isinstance(error, NoScriptError):
+        return True
+    if type(error) is not ResponseError:
+        return False
+    text = str(error)
+    return text.startswith("Function not found") or text.startswith("unknown command 'FCALL'")
+
+
+def _already_loaded(error: ResponseError) -> bool:
+    return "already exists" in str(error)
+
+
+def _cannot_load(error: ResponseError) -> bool:
+    """Whether ``FUNCTION LOAD`` was refused (an ACL) or is unknown (no Functions on
+    the server); any other error is the library's own, and is raised."""
+    return isinstance(error, NoPermissionError) or str(error).lower().startswith("unknown command")
 
 
 def durability_mode(value: object) -> str:
@@ -310,7 +341,14 @@ class _Suspended:
 
 
 class _Driver:
-    def __init__(self, client: Any, ctx: Context, durability: str, cluster_patience: float) -> None:
+    def __init__(
+        self,
+        client: Any,
+        ctx: Context,
+        durability: str,
+        cluster_patience: float,
+        functions: bool,
+    ) -> None:
         self.client = client
         self.ctx = ctx
         self.durability = durability
@@ -324,9 +362,13 @@ class _Driver:
         #: Errors after which a write's outcome is unknown.
         self.lost_reply = LOST_REPLY + CLUSTER_MOVING if self.cluster else LOST_REPLY
         self.scripts: dict[str, LuaScript] = dict(catalogue())
+        #: The library the calls use; None once they send scripts instead.
+        self.library: LuaLibrary | None = library() if functions else None
         self._acks: deque[str] = deque()
         #: Scripts sent whole at least once in a pipeline (NOSCRIPT there costs a resend).
         self._sent: set[str] = set()
+        #: Servers (owners, on a cluster) a pipeline found or loaded the library on.
+        self._placed: set[str] = set()
         self._suspended: list[_Suspended] = []
         self._lock = threading.Lock()
 
@@ -341,6 +383,7 @@ class _Driver:
         if pause is None:
             raise error
         self._confirmations.clear()
+        self._placed.clear()
         moved = type(error) is MovedError
         return moved or isinstance(error, CLUSTER_REROUTE), 0.0 if moved else pause
 
@@ -373,6 +416,24 @@ class _Driver:
             return codec.replayed(reply[1])
         return reply
 
+    def _head(self, script: LuaScript, by_source: bool = False) -> tuple[str, str]:
+        """The command and name that call a script: ``FCALL`` of its function while
+        the library is in use, else ``EVALSHA`` (or ``EVAL`` with ``by_source``)."""
+        if self.library is not None:
+            return ("FCALL", self.library.functions[script.name])
+        return _script(script, by_source)
+
+    def _unloadable(self, error: ResponseError) -> None:
+        """The library could not be loaded: calls send scripts from now on."""
+        if self.library is not None:
+            log.warning(
+                "the Functions library %s could not be loaded (%s); sending scripts instead."
+                " An operator can load it: agentplane-redis library",
+                self.library.name,
+                error,
+            )
+        self.library = None
+
     def _confirmed_pipeline(
         self,
         target: Any,
@@ -383,7 +444,7 @@ class _Driver:
     ) -> Any:
         """A pipeline of the script call and its confirmation, on one connection."""
         pipe = target.pipeline(transaction=False)
-        pipe.execute_command(*_script(script, by_source), *tail, **_RAW)
+        pipe.execute_command(*self._head(script, by_source), *tail, **_RAW)
         pipe.execute_command(*confirmation.command)
         return pipe
 
@@ -438,10 +499,11 @@ class SyncDriver(_Driver):
         ctx: Context,
         durability: str,
         cluster_patience: float = CLUSTER_PATIENCE_S,
+        functions: bool = True,
     ) -> None:
         if inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
             raise InvalidInput("RedisStore needs a synchronous client; use AsyncRedisStore")
-        super().__init__(client, ctx, durability, cluster_patience)
+        super().__init__(client, ctx, durability, cluster_patience, functions)
         self.server = self.check()
 
     def _owner(self) -> tuple[str, Any]:
@@ -473,24 +535,69 @@ class SyncDriver(_Driver):
         assert confirmation is not None
         return owner, confirmation
 
-    def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+    def _servers(self) -> list[Any]:
+        """A client of each server the library must be on: every master of a cluster
+        (a slot may move to any of them)."""
+        if not self.cluster:
+            return [self.client]
+        return [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
+
+    def load_library(self) -> bool:
+        """Loads the library where it must be; False when it cannot be (and calls send
+        scripts from then on, or this call does, on a replica)."""
+        return all(self._load_on(server) for server in self._servers())
+
+    def _load_on(self, target: Any) -> bool:
+        if self.library is None:
+            return False
         try:
+            target.execute_command("FUNCTION", "LOAD", self.library.source)
+        except ResponseError as error:
+            if _already_loaded(error):
+                return True
+            if isinstance(error, ReadOnlyError):  # a replica: this call sends its script
+                return False
+            if not _cannot_load(error):
+                raise
+            self._unloadable(error)
+            return False
+        return True
+
+    def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+        options: dict[Any, Any] = dict(_RAW)
+        if self.cluster:  # routed to the slot's owner without asking for its keys
+            options["target_nodes"] = self.client.nodes_manager.get_node_from_slot(self.slot)
+        try:
+            if self.library is not None:
+                try:
+                    return self.client.execute_command(*self._head(script), *tail, **options)
+                except ResponseError as error:
+                    if not _missing(error):
+                        raise
+                if self.load_library():
+                    return self.client.execute_command(*self._head(script), *tail, **options)
             try:
-                return self.client.execute_command("EVALSHA", script.sha, *tail, **_RAW)
+                return self.client.execute_command("EVALSHA", script.sha, *tail, **options)
             except NoScriptError:  # not cached (restart, failover, flush): it never ran
-                return self.client.execute_command("EVAL", script.source, *tail, **_RAW)
+                return self.client.execute_command("EVAL", script.source, *tail, **options)
         except ResponseError as error:
             _raise_server_error(error)
 
     def _eval_confirmed(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         target, confirmation = self._target()
-        by_source = script.sha not in self._sent
-        while True:
+        where = self.owner_name() if self.cluster else ""
+        if self.library is not None and where not in self._placed:
+            # before its first pipeline there: a miss inside one would confirm twice
+            self.load_library()
+            self._placed.add(where)
+        by_source = self.library is None and script.sha not in self._sent
+        for _ in range(3):
             pipe = self._confirmed_pipeline(target, confirmation, script, tail, by_source)
             reply, ack = pipe.execute(raise_on_error=False)
-            if by_source or not isinstance(reply, NoScriptError):
+            if by_source or not _missing(reply):
                 break
-            by_source = True  # flushed since it was sent: send the source itself
+            # not on the server (flushed, restarted, never loaded): nothing ran
+            by_source = not self.load_library()
         return self._settle(confirmation, script, reply, ack)
 
     def _send(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:
@@ -561,24 +668,29 @@ class AsyncDriver(_Driver):
         ctx: Context,
         durability: str,
         cluster_patience: float = CLUSTER_PATIENCE_S,
+        functions: bool = True,
     ) -> None:
         if not inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
             raise InvalidInput(
                 "AsyncRedisStore needs an asyncio client (redis.asyncio); use RedisStore"
             )
-        super().__init__(client, ctx, durability, cluster_patience)
+        super().__init__(client, ctx, durability, cluster_patience, functions)
         #: On a cluster: plain clients of the masters the slot had (acknowledged writes).
         self._owners: dict[str, Any] = {}
 
     def _owner(self) -> tuple[str, Any]:
         """On a cluster: the name and a plain client of the master serving the slot."""
         node = self.client.nodes_manager.get_node_from_slot(self.slot)
+        return node.name, self._plain(node)
+
+    def _plain(self, node: Any) -> Any:
+        """The store's own plain client of a cluster node."""
         plain = self._owners.get(node.name)
         if plain is None:
             kwargs = {k: v for k, v in node.connection_kwargs.items() if k not in _NODE_ONLY}
             pool = redis.asyncio.ConnectionPool(connection_class=node.connection_class, **kwargs)
             plain = self._owners[node.name] = redis.asyncio.Redis.from_pool(pool)
-        return node.name, plain
+        return plain
 
     async def close(self) -> None:
         """Closes the plain clients of the cluster's masters (the store's own)."""
@@ -615,24 +727,70 @@ class AsyncDriver(_Driver):
         assert confirmation is not None
         return owner, confirmation
 
-    async def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+    def _servers(self) -> list[Any]:
+        """A client of each server the library must be on: every master of a cluster
+        (a slot may move to any of them)."""
+        if not self.cluster:
+            return [self.client]
+        return [self._plain(n) for n in self.client.get_primaries()]
+
+    async def load_library(self) -> bool:
+        """Loads the library where it must be; False when it cannot be (and calls send
+        scripts from then on, or this call does, on a replica)."""
+        loaded = [await self._load_on(server) for server in self._servers()]
+        return all(loaded)
+
+    async def _load_on(self, target: Any) -> bool:
+        if self.library is None:
+            return False
         try:
+            await target.execute_command("FUNCTION", "LOAD", self.library.source)
+        except ResponseError as error:
+            if _already_loaded(error):
+                return True
+            if isinstance(error, ReadOnlyError):  # a replica: this call sends its script
+                return False
+            if not _cannot_load(error):
+                raise
+            self._unloadable(error)
+            return False
+        return True
+
+    async def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+        options: dict[Any, Any] = dict(_RAW)
+        if self.cluster:  # routed to the slot's owner without asking for its keys
+            options["target_nodes"] = self.client.nodes_manager.get_node_from_slot(self.slot)
+        try:
+            if self.library is not None:
+                try:
+                    return await self.client.execute_command(*self._head(script), *tail, **options)
+                except ResponseError as error:
+                    if not _missing(error):
+                        raise
+                if await self.load_library():
+                    return await self.client.execute_command(*self._head(script), *tail, **options)
             try:
-                return await self.client.execute_command("EVALSHA", script.sha, *tail, **_RAW)
+                return await self.client.execute_command("EVALSHA", script.sha, *tail, **options)
             except NoScriptError:  # not cached (restart, failover, flush): it never ran
-                return await self.client.execute_command("EVAL", script.source, *tail, **_RAW)
+                return await self.client.execute_command("EVAL", script.source, *tail, **options)
         except ResponseError as error:
             _raise_server_error(error)
 
     async def _eval_confirmed(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         target, confirmation = await self._target()
-        by_source = script.sha not in self._sent
-        while True:
+        where = self.owner_name() if self.cluster else ""
+        if self.library is not None and where not in self._placed:
+            # before its first pipeline there: a miss inside one would confirm twice
+            await self.load_library()
+            self._placed.add(where)
+        by_source = self.library is None and script.sha not in self._sent
+        for _ in range(3):
             pipe = self._confirmed_pipeline(target, confirmation, script, tail, by_source)
             reply, ack = await pipe.execute(raise_on_error=False)
-            if by_source or not isinstance(reply, NoScriptError):
+            if by_source or not _missing(reply):
                 break
-            by_source = True  # flushed since it was sent: send the source itself
+            # not on the server (flushed, restarted, never loaded): nothing ran
+            by_source = not await self.load_library()
         return self._settle(confirmation, script, reply, ack)
 
     async def _send(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:

@@ -193,3 +193,115 @@ def catalogue() -> Mapping[str, LuaScript]:
     """Every operation script shipped with the package, by name."""
     root = lua_root()
     return {p.stem: load(root, p.stem) for p in sorted(root.glob("*.lua"))}
+
+
+@dataclass(frozen=True, slots=True)
+class LuaLibrary:
+    """Every operation as one Redis Functions library (``FUNCTION LOAD``).
+
+    Its name carries a version taken from its source, and so does each function's,
+    so two releases' libraries load side by side during a rolling upgrade.
+    """
+
+    name: str
+    version: str
+    source: str
+    #: The function that runs each operation, by operation name.
+    functions: Mapping[str, str]
+
+
+#: Where each operation's callback starts: the call's keys, token and arguments bound
+#: to the library's upvalues that the helpers read, and the clock read afresh.
+_ENTRY = """local function entry(op, roles, writes)
+  return function(keys, args)
+    KEYS, K, server_ms = keys, {}, nil
+    for i = 1, #roles do
+      K[roles[i]] = keys[i]
+    end
+    if writes then
+      TOKEN, ACKS, ARGV = args[1], args[2], {}
+      for i = 3, #args do
+        ARGV[i - 2] = args[i]
+      end
+    else
+      TOKEN, ACKS, ARGV = nil, nil, args
+    end
+    return op()
+  end
+end"""
+
+
+_VERSION = "@VERSION@"
+
+
+def _helper_order(orders: list[list[str]]) -> list[str]:
+    """The helper files in an order that keeps every script's own include order."""
+    after: dict[str, set[str]] = {}
+    first: dict[str, int] = {}
+    for order in orders:
+        for i, name in enumerate(order):
+            first.setdefault(name, len(first))
+            after.setdefault(name, set()).update(order[:i])
+    out: list[str] = []
+    while len(out) < len(first):
+        ready = [n for n in first if n not in out and after[n] <= set(out)]
+        if not ready:
+            raise ScriptError("helpers included in contradictory orders: " + ", ".join(first))
+        out.append(min(ready, key=first.__getitem__))
+    return out
+
+
+def build_library(
+    root: Path, scripts: Mapping[str, LuaScript], prefix: str = "agentplane"
+) -> LuaLibrary:
+    """The library of ``scripts``: each helper file once, each script's body as a
+    function, and a ``redis.register_function`` per operation (``no-writes`` for the
+    reading ones)."""
+    orders: list[list[str]] = []
+    bodies: dict[str, list[str]] = {}
+    for name in scripts:
+        header, _, body = (root / f"{name}.lua").read_text(encoding="utf-8").partition("\n\n")
+        includes, kept = [], [f"  {line}" if line else "" for line in header.splitlines()]
+        for line in body.splitlines():
+            match = _INCLUDE.match(line)
+            if match is None:
+                kept.append(f"  {line}" if line else "")
+            else:
+                includes.append(match.group(1))
+        orders.append(includes)
+        bodies[name] = kept
+    helpers = [(root / rel).read_text(encoding="utf-8") for rel in _helper_order(orders)]
+    ops = [
+        f"OPS[{name!r}] = function()\n" + "\n".join(lines).rstrip() + "\nend"
+        for name, lines in bodies.items()
+    ]
+    registered = []
+    for name, script in scripts.items():
+        roles = ", ".join(f'"{role}"' for role in script.roles)
+        flags = "" if script.writes else ', flags = { "no-writes" }'
+        registered.append(
+            f"redis.register_function({{ function_name = '{prefix}_{_VERSION}_{name}', callback"
+            f" = entry(OPS[{name!r}], {{ {roles} }}, {str(script.writes).lower()}){flags} }})"
+        )
+    source = "\n\n".join(
+        [
+            f"#!lua name={prefix}_{_VERSION}",
+            "local KEYS, ARGV, K, TOKEN, ACKS",
+            *helpers,
+            "local OPS = {}",
+            *ops,
+            _ENTRY,
+            *registered,
+        ]
+    )
+    # The version is the source's own digest, taken with a placeholder in its place.
+    version = hashlib.sha1(source.encode("utf-8")).hexdigest()[:12]
+    functions = {name: f"{prefix}_{version}_{name}" for name in scripts}
+    source = source.replace(_VERSION, version)
+    return LuaLibrary(f"{prefix}_{version}", version, source + "\n", functions)
+
+
+@cache
+def library() -> LuaLibrary:
+    """The library of every operation shipped with the package."""
+    return build_library(lua_root(), catalogue())

@@ -26,6 +26,7 @@ from .drivers import (
     durability_mode,
     patience,
 )
+from .errors import InvalidInput
 from .keys import TenantKeys
 from .ops import Context, Plan, make_context
 
@@ -226,10 +227,13 @@ class StoreBase(Generic[D, EventsT, TimersT, RunsT]):
         max_payload_bytes: int = ops.DEFAULT_MAX_PAYLOAD,
         durability: str = "fast",
         cluster_patience: float = CLUSTER_PATIENCE_S,
+        functions: bool = True,
     ) -> None:
         ctx = make_context(tenant, clock, timer_lease, max_payload_bytes)
+        if not isinstance(functions, bool):
+            raise InvalidInput(f"functions must be True or False, not {functions!r}")
         self._driver: D = self._driver_class(
-            client, ctx, durability_mode(durability), patience(cluster_patience)
+            client, ctx, durability_mode(durability), patience(cluster_patience), functions
         )
         events, timers, runs = self._part_classes
         self.events: EventsT = events(self._driver)
@@ -260,7 +264,9 @@ class RedisStore(StoreBase[SyncDriver, Events, Timers, Runs]):
 
     Any client works: ``redis.Redis``, ``redis.RedisCluster`` or fakeredis.
     Options: ``tenant``, ``clock`` ("server" or "client"), ``timer_lease``,
-    ``max_payload_bytes``, ``durability`` ("fast" or "acknowledged").
+    ``max_payload_bytes``, ``durability`` ("fast" or "acknowledged"),
+    ``cluster_patience`` (seconds), ``functions`` (False: send scripts instead
+    of calling the Functions library).
     """
 
     _driver_class = SyncDriver

@@ -32,7 +32,7 @@ import redis
 
 from agentplane_redis import CorrelationKey, InboundEvent, RedisStore, Subscription, Timer
 from agentplane_redis.embedded import Server
-from agentplane_redis.scripts import catalogue
+from agentplane_redis.scripts import catalogue, library
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 PAYLOAD = {"order": "A-1", "amount": 1250}
@@ -61,6 +61,7 @@ class Slowlog:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self.names = {s.sha: name for name, s in catalogue().items()}
+        self.names.update({f: name for name, f in library().functions.items()})
         self.names[client.script_load(TRIVIAL)] = "trivial"
         client.config_set("slowlog-log-slower-than", 0)
         client.config_set("slowlog-max-len", 100_000)
@@ -73,7 +74,7 @@ class Slowlog:
             if isinstance(command, bytes):
                 command = command.decode("utf-8", "replace")
             parts = str(command).split()
-            if len(parts) > 1 and parts[0].upper() == "EVALSHA":
+            if len(parts) > 1 and parts[0].upper() in ("EVALSHA", "FCALL"):
                 times.setdefault(self.names.get(parts[1], "?"), []).append(entry["duration"])
         self.client.slowlog_reset()
         return times

@@ -32,9 +32,10 @@ from agentplane_redis import AsyncRedisStore, RedisStore, drivers
 from agentplane_redis.embedded import Cluster, Server, ServerUnavailable
 from agentplane_redis.scripts import catalogue
 
-from keyguard import guarded
+from keyguard import guarded, guarded_library
 
 GUARDED = guarded(dict(catalogue()))
+GUARDED_LIBRARY = guarded_library(dict(catalogue()))
 BACKENDS = ("fake", "redis7", "valkey8", "redis7-cluster", "valkey8-cluster")
 FLAVOURS = ("sync", "async")
 KINDS = {
@@ -205,6 +206,7 @@ def backend(
     if name == "fake":
         # On fakeredis every script also runs under the key guard (keyguard.py).
         monkeypatch.setattr(drivers, "catalogue", lambda: GUARDED)
+        monkeypatch.setattr(drivers, "library", lambda: GUARDED_LIBRARY)
     b = Backend(name, flavour, servers, request.node.nodeid)
     yield b
     b.close()

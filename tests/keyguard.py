@@ -1,7 +1,8 @@
 """A key guard for scripts on fakeredis: every key a command names must be in KEYS.
 
-Prepended to each script on the fakeredis backend (real servers run the
-shipped scripts unmodified and protect the ``redis`` table). Together with the
+Prepended to each script on the fakeredis backend; in the library built for it,
+every ``redis.call`` goes through the same check (real servers run the shipped
+scripts and library unmodified and protect the ``redis`` table). Together with the
 syntactic lint in test_scripts.py it proves contract 7.1: no script touches a
 key it was not given.
 """
@@ -10,8 +11,32 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
+from pathlib import Path
 
-from agentplane_redis.scripts import LuaScript
+from agentplane_redis.scripts import LuaLibrary, LuaScript, build_library, lua_root
+
+#: The library's guard: redis.table is read-only in a library, so its calls are
+#: routed through these instead.
+LIBRARY_GUARD = """
+local function check_key(cmd, key)
+  if string.upper(cmd) ~= "TIME" then
+    for _, k in ipairs(KEYS) do
+      if k == key then
+        return
+      end
+    end
+    error("script touched an undeclared key: " .. cmd .. " " .. string.format("%q", key))
+  end
+end
+local function guarded_call(cmd, ...)
+  check_key(cmd, ...)
+  return redis.call(cmd, ...)
+end
+local function guarded_pcall(cmd, ...)
+  check_key(cmd, ...)
+  return redis.pcall(cmd, ...)
+end
+"""
 
 PRELUDE = """\
 local unguarded = rawget(redis, "_unguarded") or { call = redis.call, pcall = redis.pcall }
@@ -41,3 +66,11 @@ def guarded(scripts: dict[str, LuaScript]) -> dict[str, LuaScript]:
         sha = hashlib.sha1(source.encode()).hexdigest()
         out[name] = replace(script, source=source, sha=sha)
     return out
+
+
+def guarded_library(scripts: dict[str, LuaScript], root: Path | None = None) -> LuaLibrary:
+    library = build_library(root or lua_root(), scripts, prefix="agentplane_guarded")
+    head, sep, rest = library.source.partition("local KEYS, ARGV, K, TOKEN, ACKS\n")
+    assert sep, "the library declares its call's upvalues"
+    rest = rest.replace("redis.call(", "guarded_call(").replace("redis.pcall(", "guarded_pcall(")
+    return replace(library, source=head + sep + LIBRARY_GUARD + rest)

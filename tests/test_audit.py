@@ -89,7 +89,8 @@ def test_ten_server_crashes_under_load_lose_nothing_acknowledged(start, kind, tm
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_client_kills_and_script_flushes_under_load(start, kind, tmp_path, request):
-    """Connections killed and the script cache flushed while 8 processes work."""
+    """Connections killed, the script cache and the library flushed while 8 processes
+    work."""
     server = start(kind)
     admin = redis.Redis.from_url(server.url)
     kills = []
@@ -100,6 +101,7 @@ def test_client_kills_and_script_flushes_under_load(start, kind, tmp_path, reque
                 try:
                     kills.append(admin.client_kill_filter(_type="normal", skipme=True))
                     admin.script_flush()
+                    admin.function_flush()
                 except redis.ConnectionError:  # the test is over
                     return
                 time.sleep(0.05)

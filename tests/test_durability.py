@@ -97,12 +97,14 @@ def test_redis_70_with_a_replica_confirms_with_wait(start):
     assert replica_client.hlen(store.keys.key("events")) == 1
 
 
-def test_acknowledged_pipelines_load_scripts_after_a_flush(start):
-    """NOSCRIPT cannot be handled inside a pipeline: the scripts are loaded first."""
+@pytest.mark.parametrize("functions", [True, False])
+def test_acknowledged_pipelines_load_scripts_after_a_flush(start, functions):
+    """A pipeline whose call finds no function (or no script) loads it and is sent again."""
     server = start("valkey", appendonly=True)
     client = redis.Redis.from_url(server.url)
-    store = RedisStore(client, tenant="acme", durability="acknowledged")
+    store = RedisStore(client, tenant="acme", durability="acknowledged", functions=functions)
     client.script_flush()
+    client.function_flush()
     assert store.events.buffer(ev("e1", "k/1"), at=at(0))
     assert store.events.wait(sub("r", "w", "k/1"), at=at(1)).event.id == "e1"
 

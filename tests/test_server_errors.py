@@ -66,13 +66,16 @@ def test_a_confirmation_the_server_refuses_is_durability_not_confirmed(start):
 
 
 @pytest.mark.real
-def test_a_script_flush_between_pipelines_is_handled(start):
-    """A flush after a script was loaded: the pipeline's NOSCRIPT is resent, not raised."""
+@pytest.mark.parametrize("functions", [True, False])
+def test_a_script_flush_between_pipelines_is_handled(start, functions):
+    """A flush after a function or script was loaded: the pipeline that finds it missing
+    is sent again, not raised."""
     server = start("valkey", appendonly=True)
     client = redis.Redis.from_url(server.url)
-    store = RedisStore(client, tenant="acme", durability="acknowledged")
+    store = RedisStore(client, tenant="acme", durability="acknowledged", functions=functions)
     assert store.events.buffer(ev("e0", "k/1"), at=at(0))
     client.script_flush()
+    client.function_flush()
     assert store.events.buffer(ev("e1", "k/1"), at=at(0))
     assert store.events.wait(sub("r", "w", "k/1"), at=at(1)).event.id == "e0"
 

@@ -1,0 +1,233 @@
+"""The Functions library: built from the scripts, loaded where it is missing, versioned
+so that two releases run side by side, and the scripts as the fallback."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from typing import Any
+
+import pytest
+import redis
+
+from agentplane_redis import RedisStore, acl, drivers
+from agentplane_redis.scripts import (
+    ScriptError,
+    build_library,
+    catalogue,
+    library,
+    load,
+    lua_root,
+)
+
+from helpers import at, ev, sub, timer
+from keyguard import guarded_library
+
+
+def life(store: Any, n: int = 0) -> None:
+    """An event's and a timer's life on the store."""
+    assert store.events.buffer(ev(f"e{n}", f"k/{n}"), at=at(n))
+    assert store.events.wait(sub(f"r{n}", "w", f"k/{n}"), at=at(n + 1)).event.id == f"e{n}"
+    store.timers.arm(timer(f"r{n}", "t", n))
+    assert [t.effect for t in store.timers.claim_due(now=at(n), limit=1)] == ["t"]
+    store.timers.disarm(f"r{n}", "t")
+
+
+def loaded(raw: Any) -> list[str]:
+    return acl.libraries(raw)
+
+
+# ------------------------------------------------------------ building it
+
+
+def test_every_operation_has_a_function_named_with_the_version():
+    """One function per script, named agentplane_<version>_<operation>; the version is
+    the source's digest, so the same files always build the same library."""
+    lib = library()
+    assert set(lib.functions) == set(catalogue())
+    assert lib.name == f"agentplane_{lib.version}"
+    for name, function in lib.functions.items():
+        assert function == f"{lib.name}_{name}"
+        assert f"function_name = '{function}'" in lib.source
+    assert build_library(lua_root(), catalogue()) == lib
+    assert lib.source.startswith(f"#!lua name={lib.name}\n")
+
+
+def test_reading_operations_are_flagged_no_writes():
+    """A script without a call token is declared no-writes; a writing one is not."""
+    lib = library()
+    for name, script in catalogue().items():
+        line = next(x for x in lib.source.splitlines() if f"'{lib.functions[name]}'" in x)
+        assert ('"no-writes"' in line) is (not script.writes), name
+
+
+def test_a_changed_script_is_a_new_version(tmp_path):
+    """Two releases' libraries differ in name and in every function's name."""
+    root = tmp_path / "lua"
+    shutil.copytree(lua_root(), root)
+    arm = root / "arm.lua"
+    arm.write_text(arm.read_text().replace("first arming wins", "the first arming wins"))
+    scripts = {name: load(root, name) for name in catalogue()}
+    other = build_library(root, scripts)
+    assert other.version != library().version
+    assert not set(other.functions.values()) & set(library().functions.values())
+
+
+def test_helpers_in_contradictory_orders_are_refused(tmp_path):
+    root = tmp_path
+    (root / "_lib").mkdir()
+    (root / "_lib/a.lua").write_text("local A = 1\n")
+    (root / "_lib/b.lua").write_text("local B = 2\n")
+    (root / "x.lua").write_text("-- x\n\n--@include _lib/a.lua\n--@include _lib/b.lua\nreturn 1\n")
+    (root / "y.lua").write_text("-- y\n\n--@include _lib/b.lua\n--@include _lib/a.lua\nreturn 1\n")
+    scripts = {name: load(root, name) for name in ("x", "y")}
+    with pytest.raises(ScriptError, match="contradictory"):
+        build_library(root, scripts)
+
+
+def test_the_key_guard_catches_an_undeclared_key_in_the_library(tmp_path):
+    """On fakeredis the library's calls go through the key guard as the scripts do."""
+    import fakeredis
+
+    root = tmp_path / "lua"
+    shutil.copytree(lua_root(), root)
+    (root / "stray.lua").write_text(
+        "-- stray: touches a key it was not given\n--\n-- KEYS[1] events: the events\n\n"
+        'return redis.call("GET", "elsewhere")\n'
+    )
+    scripts = {p.stem: load(root, p.stem) for p in sorted(root.glob("*.lua"))}
+    lib = guarded_library(scripts, root)
+    client = fakeredis.FakeRedis()
+    client.function_load(lib.source)
+    with pytest.raises(redis.ResponseError, match="undeclared key"):
+        client.fcall(lib.functions["stray"], 1, "mine")
+
+
+# ------------------------------------------------------------ on a server
+
+
+def test_the_store_calls_the_library_and_loads_it_where_missing(store, raw, backend):
+    """The first call on a server without the library loads it; the calls are FCALLs."""
+    for name in loaded(raw):
+        acl.delete_library(raw, name)
+    life(store, 0)
+    lib = store._driver.library
+    assert lib is not None
+    assert loaded(raw) == [lib.name]
+
+
+def test_a_function_flush_between_calls_is_handled(store, raw):
+    """After FUNCTION FLUSH the next call loads the library again and succeeds."""
+    life(store, 0)
+    raw.function_flush()
+    life(store, 1)
+    assert store._driver.library is not None
+
+
+def test_functions_false_sends_scripts(make, raw):
+    """With functions=False the store sends scripts: nothing is loaded as a library."""
+    raw.function_flush()
+    store = make(functions=False)
+    life(store, 0)
+    raw.script_flush()
+    life(store, 1)
+    assert loaded(raw) == []
+
+
+def test_functions_must_be_a_bool(make):
+    with pytest.raises(Exception, match="functions must be True or False"):
+        make(functions="yes")
+
+
+def test_two_releases_share_a_tenant_side_by_side(make, raw, tmp_path, monkeypatch):
+    """During a rolling upgrade an old and a new library serve the same tenant's data:
+    each store calls its own, and each sees what the other wrote."""
+    root = tmp_path / "lua"
+    shutil.copytree(lua_root(), root)
+    (root / "stats.lua").write_text((root / "stats.lua").read_text() + "-- next release\n")
+    old = make()
+    monkeypatch.setattr(drivers, "library", lambda: build_library(root, catalogue()))
+    new = make()
+    assert old._driver.library.name != new._driver.library.name
+    assert old.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert new.events.wait(sub("r", "w", "k/1"), at=at(1)).event.id == "e1"
+    new.timers.arm(timer("r", "t", 0))
+    assert [t.effect for t in old.timers.claim_due(now=at(0))] == ["t"]
+    names = loaded(raw)
+    assert old._driver.library.name in names
+    assert new._driver.library.name in names
+
+
+def test_a_broken_library_is_raised_not_hidden(make, raw, monkeypatch):
+    """A library the server refuses to compile is a packaging error: it is raised."""
+    raw.function_flush()
+    broken = library().__class__(
+        name="agentplane_broken",
+        version="broken",
+        source="#!lua name=agentplane_broken\nthis is not lua\n",
+        functions={name: f"agentplane_broken_{name}" for name in catalogue()},
+    )
+    monkeypatch.setattr(drivers, "library", lambda: broken)
+    store = make()
+    with pytest.raises(redis.ResponseError):
+        store.events.stats()
+
+
+# ------------------------------------------------------------ who may load it
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("kind", ["redis", "valkey"])
+def test_a_user_who_may_not_load_the_library_sends_scripts(start, kind, caplog):
+    """A tenant's user cannot FUNCTION LOAD: where no operator loaded the library its
+    store warns once and sends scripts; create_tenant_user loads it, and then the
+    user's calls are FCALLs."""
+    server = start(kind)
+    admin = redis.Redis(port=server.port)
+    user = acl.create_tenant_user(admin, "acme", "pw")
+    assert loaded(admin) == [library().name]
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        redis.Redis(port=server.port, username=user, password="pw").function_load(
+            library().source, replace=True
+        )
+    client = redis.Redis(port=server.port, username=user, password="pw")
+    store = RedisStore(client, tenant="acme")
+    life(store, 0)
+    assert store._driver.library is not None
+    calls = admin.info("commandstats")
+    assert calls["cmdstat_fcall"]["calls"] >= 5
+
+    admin.function_flush()
+    with caplog.at_level(logging.WARNING, logger="agentplane_redis"):
+        store = RedisStore(client, tenant="acme")
+        life(store, 1)
+        life(store, 2)
+    assert store._driver.library is None
+    warnings = [r for r in caplog.records if "could not be loaded" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "agentplane-redis library" in warnings[0].getMessage()
+
+
+@pytest.mark.real
+def test_the_cli_loads_lists_and_deletes_libraries(start, tmp_path, monkeypatch):
+    """agentplane-redis library loads this release's library and, asked, deletes the
+    others."""
+    from click.testing import CliRunner
+
+    from agentplane_redis import cli
+
+    server = start("valkey")
+    admin = redis.Redis(port=server.port)
+    root = tmp_path / "lua"
+    shutil.copytree(lua_root(), root)
+    (root / "stats.lua").write_text((root / "stats.lua").read_text() + "-- older release\n")
+    older = build_library(root, catalogue())
+    admin.function_load(older.source)
+    runner = CliRunner()
+    out = runner.invoke(cli.main, ["--url", server.url, "--json", "library"])
+    assert out.exit_code == 0, out.output
+    assert '"others": ["' + older.name in out.output
+    assert sorted(loaded(admin)) == sorted([library().name, older.name])
+    out = runner.invoke(cli.main, ["--url", server.url, "library", "--delete-others"])
+    assert out.exit_code == 0, out.output
+    assert loaded(admin) == [library().name]
