@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import secrets
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, TypeAlias, TypeVar
@@ -57,6 +57,8 @@ PURGE_BATCH = 32
 #: Sealed marks one parked_waits step retires, and waits it lists, at most.
 PARKED_BATCH = 8
 LIST_BATCH = 24
+#: Timers one disarm_many step deletes, at most (a claim_due page of the default size).
+DISARM_BATCH = 128
 #: Lapsed leases one claim_due step restores, and ready timers it examines, at most.
 TIMER_SCAN = 16
 DEFAULT_TIMER_LEASE_MS = 60_000
@@ -440,6 +442,30 @@ def disarm(ctx: Context, run: str, effect: str) -> Plan[bool]:
     """Delete the timer; whether it existed."""
     args = [codec.ident("run", run), codec.ident("effect", effect)]
     return codec.check_status((yield ctx.call("disarm", args))) == "REMOVED"
+
+
+def disarm_many(ctx: Context, timers: Iterable[Timer | tuple[str, str]]) -> Plan[int]:
+    """Delete each timer, given as a ``Timer`` or a ``(run, effect)`` pair; how many
+    existed. A batch completion: steps of ``DISARM_BATCH`` timers, each atomic."""
+    if isinstance(timers, (str, bytes, Timer)):
+        raise InvalidInput("timers must be an iterable of Timer or (run, effect) pairs")
+    pairs: dict[tuple[str, str], None] = {}
+    for t in timers:
+        if isinstance(t, Timer):
+            run, effect = t.run, t.effect
+        elif isinstance(t, tuple) and len(t) == 2:
+            run, effect = t
+        else:
+            raise InvalidInput(f"not a Timer or a (run, effect) pair: {t!r}")
+        pairs[(codec.ident("run", run), codec.ident("effect", effect))] = None
+    order = list(pairs)
+    removed = 0
+    for first in range(0, len(order), DISARM_BATCH):
+        args = [part for pair in order[first : first + DISARM_BATCH] for part in pair]
+        reply = yield ctx.call("disarm_many", args)
+        codec.check_status(reply)
+        removed += codec.integer(reply[1])
+    return removed
 
 
 def disarm_run(ctx: Context, run: str) -> Plan[int]:

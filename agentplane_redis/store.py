@@ -164,6 +164,7 @@ class TimerOps:
     arm = Op(ops.arm)
     claim_due = Op(ops.claim_due)
     disarm = Op(ops.disarm)
+    disarm_many = Op(ops.disarm_many)
     disarm_run = Op(ops.disarm_run)
     pending_count = Op(ops.pending_count)
     pending = Op(ops.pending)

@@ -445,6 +445,9 @@ class Model:
     def disarm(self, run: str, effect: str) -> bool:
         return self.timers.pop((run, effect), None) is not None
 
+    def disarm_many(self, pairs: list[tuple[str, str]]) -> int:
+        return sum(self.disarm(run, effect) for run, effect in dict.fromkeys(pairs))
+
     def disarm_run(self, run: str) -> int:
         mine = [tid for tid in self.timers if tid[0] == run]
         for tid in mine:

@@ -153,6 +153,7 @@ def test_a_damaged_timer_is_refused(store, raw, index, value):
         lambda: store.timers.claim_due(now=at(10)),
         lambda: store.timers.disarm("r", "t"),
         lambda: store.timers.disarm_run("r"),
+        lambda: store.timers.disarm_many([("r", "t")]),
         lambda: store.runs.close("r"),
     ):
         with pytest.raises(CorruptRow):

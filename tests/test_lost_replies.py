@@ -119,6 +119,11 @@ SCENARIOS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], int]] = {
     ),
     "disarm": (lambda s: _timers(s, 1), lambda s: s.timers.disarm("r", "t00"), 0),
     "disarm_run": (lambda s: _timers(s, 3), lambda s: s.timers.disarm_run("r"), 0),
+    "disarm_many": (
+        lambda s: _timers(s, 3),
+        lambda s: s.timers.disarm_many([("r", "t00"), ("r", "t02")]),
+        0,
+    ),
 }
 
 #: Roles whose contents depend on the server clock or on call tokens, not on the calls.

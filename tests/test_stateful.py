@@ -191,6 +191,10 @@ class Machine(RuleBasedStateMachine):
     def disarm(self, run, effect):
         self.same("timers.disarm", run, effect)
 
+    @rule(pairs=st.lists(st.tuples(RUNS, EFFECTS), max_size=4))
+    def disarm_many(self, pairs):
+        self.same("timers.disarm_many", pairs)
+
     @rule(run=RUNS)
     def disarm_run(self, run):
         self.same("timers.disarm_run", run)

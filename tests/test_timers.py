@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from agentplane_redis import Closed, EventStats, Phase, Retired, Timer
+import pytest
+
+from agentplane_redis import Closed, EventStats, InvalidInput, Phase, Retired, Timer
 from agentplane_redis.ops import TIMER_SCAN
 
 from helpers import at, ev, ids, sub, timer
@@ -159,6 +161,31 @@ def test_disarm_removes_whoever_holds_it(store):
     assert store.timers.disarm("r", "t") is False
     assert claimed(store, 10 * MINUTE) == []
     assert store.timers.pending_count() == 0
+
+
+def test_disarm_many_removes_each_once_and_counts_what_existed(store):
+    """A batch completion: held or not, each timer goes once; unknown and repeated pairs
+    count nothing; other timers stay; more than one step of pairs is one call."""
+    for i in range(300):
+        store.timers.arm(timer("r", f"t{i:03}", i))
+    store.timers.arm(timer("other", "t000", 10 * MINUTE))
+    page = store.timers.claim_due(now=at(299), limit=100)
+    assert len(page) == 100
+    held_and_not = [*page, ("r", "t250"), ("r", "t250"), ("nobody", "t"), ("r\x00", "t")]
+    assert store.timers.disarm_many(held_and_not) == 101
+    assert store.timers.disarm_many(page) == 0
+    assert store.timers.disarm_many(("r", f"t{i:03}") for i in range(300)) == 199
+    assert store.timers.disarm_many([]) == 0
+    assert ids(store.timers.pending()) == [("other", "t000")]
+    assert claimed(store, 10 * MINUTE) == [("other", "t000")]
+
+
+def test_disarm_many_refuses_what_is_not_a_pair_before_any_call(store):
+    store.timers.arm(timer("r", "t", 0))
+    for bad in (timer("r", "t", 0), "rt", [("r",)], [("r", "t", "x")], [("r", "")], [None]):
+        with pytest.raises(InvalidInput):
+            store.timers.disarm_many(bad)
+    assert store.timers.pending_count() == 1
 
 
 def test_disarm_run_counts_and_spares_other_runs(store):

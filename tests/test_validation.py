@@ -161,6 +161,7 @@ def cases() -> list[Any]:
         ("claim_due-lease-nan", lambda s: s.timers.claim_due(now=at(0), lease=math.nan)),
         ("disarm-empty", lambda s: s.timers.disarm("r", "")),
         ("disarm_run-empty", lambda s: s.timers.disarm_run("")),
+        ("disarm_many-empty", lambda s: s.timers.disarm_many([("r", "")])),
         ("pending-limit", lambda s: s.timers.pending(-1)),
         ("armed-empty", lambda s: s.timers.armed("")),
         ("arm-naive", lambda s: s.timers.arm(timer("r", "w", 0).__class__("r", "w", NAIVE))),

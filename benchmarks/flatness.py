@@ -1,0 +1,124 @@
+"""Flat cost: each operation's server time with a small tenant and with a large one.
+
+    python benchmarks/flatness.py [--server valkey|redis] [--small 1000] [--large 1000000]
+        [--calls 300]
+
+Fills a tenant with ``--small`` rows and another with ``--large`` (half
+buffered events, a quarter registered waits, a quarter armed timers; sent in
+pipelines of the same function calls the store makes), plus a neighbour tenant
+with ``--large`` rows of its own, then runs ``--calls`` of each operation on
+each tenant and reads each call's server time from ``SLOWLOG``. Prints the
+p50 per operation and tenant and their ratio: the cost does not grow with the
+tenant when the ratio stays near 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import redis
+from targets import Slowlog, event, wait
+
+from agentplane_redis import RedisStore, Timer, ops
+from agentplane_redis.embedded import Server
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+PIPELINE = 2000
+
+
+def at(ms: int) -> datetime:
+    return T0 + timedelta(milliseconds=ms)
+
+
+def pipelined(store: RedisStore, plans: Any) -> None:
+    """Sends the first call of each plan, as the store would, in pipelines."""
+    driver = store._driver
+    pipe = store.client.pipeline(transaction=False)
+    for n, plan in enumerate(plans, 1):
+        call = next(plan)
+        script = driver.scripts[call.script]
+        pipe.execute_command(*driver._head(script), *driver._command(call, []))
+        plan.close()
+        if n % PIPELINE == 0:
+            pipe.execute()
+    pipe.execute()
+
+
+def fill(store: RedisStore, rows: int, tag: str) -> None:
+    ctx = store._driver.ctx
+    store.events.stats()  # the library is loaded
+    events, waits = rows // 2, rows // 4
+    pipelined(store, (ops.buffer(ctx, event(i, tag), at=at(i)) for i in range(events)))
+    pipelined(
+        store,
+        (ops.subscribe(ctx, wait(10**7 + i), at=at(i)) for i in range(waits)),
+    )
+    pipelined(
+        store,
+        (
+            ops.arm(ctx, Timer(f"run-{i % 1000}", f"{tag}-{i}", at(10**9 + i)))
+            for i in range(rows - events - waits)
+        ),
+    )
+
+
+def exercise(store: RedisStore, calls: int) -> None:
+    """``calls`` of each operation, on rows of their own."""
+    steps: dict[str, Callable[[int], Any]] = {
+        "buffer": lambda i: store.events.buffer(event(i, "x"), at=at(i)),
+        "subscribe": lambda i: store.events.subscribe(wait(i), at=at(i)),
+        "deliver (resumes a wait)": lambda i: store.events.deliver(event(i, "y"), at=at(i)),
+        "claim_for": lambda i: store.events.claim_for(wait(i), at=at(i)),
+        "wait": lambda i: store.events.wait(wait(i), at=at(i)),
+        "unsubscribe": lambda i: store.events.unsubscribe(f"run-{i}", "await-payment"),
+        "lookup_event": lambda i: store.events.lookup("stripe", f"x_{i}"),
+        "minter": lambda i: store.events.minter("stripe", f"x_{i}"),
+        "arm": lambda i: store.timers.arm(Timer("flat", f"t-{i}", at(i))),
+        "claim_due": lambda i: store.timers.claim_due(now=at(i), limit=1),
+        "disarm": lambda i: store.timers.disarm("flat", f"t-{i}"),
+        "pending_count": lambda i: store.events.pending_count(),
+        "stats": lambda i: store.events.stats(),
+    }
+    for step in steps.values():
+        for i in range(calls):
+            step(i)
+
+
+def measure(client: redis.Redis, store: RedisStore, calls: int) -> dict[str, float]:
+    log = Slowlog(client)
+    exercise(store, calls)
+    return {name: statistics.median(t) for name, t in log.take().items() if name != "trivial"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--server", choices=["valkey", "redis"], default="valkey")
+    parser.add_argument("--small", type=int, default=1_000)
+    parser.add_argument("--large", type=int, default=1_000_000)
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    with Server(args.server) as server:
+        client = redis.Redis.from_url(server.url)
+        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        small = RedisStore(client, tenant="small")
+        large = RedisStore(client, tenant="large")
+        fill(small, args.small, "s")
+        fill(large, args.large, "l")
+        fill(RedisStore(client, tenant="neighbour"), args.large, "n")
+        used = int(client.info("memory")["used_memory"]) / 2**20
+        a = measure(client, small, args.calls)
+        b = measure(client, large, args.calls)
+    print(f"{args.server} {version}; {args.small:,} and {args.large:,} rows, a neighbour")
+    print(f"of {args.large:,}; {used:,.0f} MiB in use; p50 server time of {args.calls} calls\n")
+    print(f"| operation | {args.small:,} rows | {args.large:,} rows | ratio |")
+    print("|---|---:|---:|---:|")
+    for name in a:
+        print(f"| {name} | {a[name]:.0f} µs | {b[name]:.0f} µs | {b[name] / a[name]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
