@@ -34,6 +34,7 @@ SCRIPT_COMMANDS = (
     "hget",
     "hlen",
     "hmget",
+    "hrandfield",
     "hset",
     "time",
     "zadd",

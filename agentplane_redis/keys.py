@@ -58,7 +58,6 @@ ROLES: dict[str, str] = {
     "timer_run": "timer:run",  # lex   tid = run effect     one run's timers
     # call tokens of writing scripts
     "replies": "reply",  # hash  token -> stamp . reply      replies not yet acknowledged
-    "reply_order": "reply:order",  # lex   stamp . token             the same, oldest first
 }
 
 MAX_TENANT_BYTES = 64

@@ -37,7 +37,7 @@ def wait_go(client: redis.Redis) -> None:
 
 def ours(url: str, me: str) -> None:
     store = RedisStore.from_url(url, tenant="hot")
-    store.events.pending_count()
+    store.events.stats()  # connected, library loaded
     wait_go(store.client)
     n = 0
     while store.events.claim_for(Subscription(f"{me}-{n}", "w", "payment.settled", HOT)):
@@ -95,7 +95,7 @@ def main() -> None:
         for i in range(args.events):
             store.events.buffer(InboundEvent("s", f"e{i}", "payment.settled", {}, HOT))
         s1, c1 = run(client, [[*me, "--ours", server.url, f"p{p}"] for p in range(args.processes)])
-        left = store.events.pending_count()
+        left = store.events.stats().live
         claimed = client.hlen(store.keys.key("ledger"))
         client.delete(GO)
         client.zadd(LIVE, {f"e{i}": i for i in range(args.events)})

@@ -80,7 +80,7 @@ def exercise(store: RedisStore, calls: int) -> None:
         "arm": lambda i: store.timers.arm(Timer("flat", f"t-{i}", at(i))),
         "claim_due": lambda i: store.timers.claim_due(now=at(i), limit=1),
         "disarm": lambda i: store.timers.disarm("flat", f"t-{i}"),
-        "pending_count": lambda i: store.events.pending_count(),
+        "pending_count": lambda i: store.timers.pending_count(),
         "stats": lambda i: store.events.stats(),
     }
     for step in steps.values():
@@ -116,7 +116,9 @@ def main() -> None:
     print(f"of {args.large:,}; {used:,.0f} MiB in use; p50 server time of {args.calls} calls\n")
     print(f"| operation | {args.small:,} rows | {args.large:,} rows | ratio |")
     print("|---|---:|---:|---:|")
-    for name in a:
+    order = ["buffer", "subscribe", "deliver", "claim_for", "wait", "unsubscribe"]
+    order += ["lookup_event", "minter", "arm", "claim_due", "disarm", "pending_count", "stats"]
+    for name in sorted(a, key=lambda n: order.index(n) if n in order else len(order)):
         print(f"| {name} | {a[name]:.0f} µs | {b[name]:.0f} µs | {b[name] / a[name]:.2f} |")
 
 

@@ -6,8 +6,10 @@ redis``), fills a tenant with ``--rows`` rows per structure, and measures:
 * **script time per life cycle**, from ``SLOWLOG`` (every command logged), p50
   of each script's own duration: an inbound event's life (``deliver`` that
   resumes a wait, ``claim_for``, ``unsubscribe``) and a timer's life (``arm``,
-  its share of a ``claim_due`` of 128, ``disarm``), as a multiple of a trivial
-  script (``return 1``) timed the same way;
+  its share of a ``claim_due`` of 128, ``disarm``, or its share of a
+  ``disarm_many`` of the page), as a multiple of a trivial script (``return
+  1``) timed the same way; through the library (``FCALL``) and, on a tenant of
+  its own, through scripts (``functions=False``); and the longest single call;
 * **memory per item** beyond its payload: ``used_memory`` grown by ``--items``
   buffered events, armed timers and registered waits, each in a tenant of
   its own;
@@ -114,6 +116,14 @@ def life_cycles(client: redis.Redis, store: RedisStore, n: int) -> dict[str, flo
             store.timers.disarm(t.run, t.effect)
         claimed += len(page)
     times = log.take()
+    for i in range(n):  # the same, completed a page at a time
+        store.timers.arm(Timer(f"run-{i % 50}", f"batch-{i}", at(i)))
+    log.take()
+    batches = 0
+    while page := store.timers.claim_due(now=at(n), limit=128):
+        store.timers.disarm_many(page)
+        batches += len(page)
+    batch_times = log.take()
     client.slowlog_reset()
     for _ in range(n):
         client.evalsha(trivial, 0)
@@ -125,9 +135,22 @@ def life_cycles(client: redis.Redis, store: RedisStore, n: int) -> dict[str, flo
         + p50(times.get("claim_due", [])) / max(1.0, calls_per_claim)
         + p50(times.get("disarm", []))
     )
-    out = {"trivial script": ceiling, "event life": event_life, "timer life": timer_life}
+    per_batch = batches / max(1, len(batch_times.get("disarm_many", [])))
+    timer_life_batched = (
+        p50(times.get("arm", []))
+        + p50(times.get("claim_due", [])) / max(1.0, calls_per_claim)
+        + p50(batch_times.get("disarm_many", [])) / max(1.0, per_batch)
+    )
+    out = {
+        "trivial script": ceiling,
+        "event life": event_life,
+        "timer life": timer_life,
+        "timer life, completed by disarm_many": timer_life_batched,
+    }
     for script in ("deliver", "claim_for", "unsubscribe", "arm", "claim_due", "disarm"):
         out[script] = p50(times.get(script, []))
+    out["disarm_many (a page)"] = p50(batch_times.get("disarm_many", []))
+    out["longest call"] = float(max(max(t) for t in (*times.values(), *batch_times.values())))
     return out
 
 
@@ -187,12 +210,18 @@ def main() -> None:
         version = client.info("server").get("valkey_version") or client.info()["redis_version"]
         print(f"{args.server} {version}; {args.rows:,} rows per structure\n")
         store = RedisStore(client, tenant="bench")
+        scripts = RedisStore(client, tenant="bench-scripts", functions=False)
         fill(store, args.rows)
+        fill(scripts, args.rows)
         lives = life_cycles(client, store, args.calls)
+        sent = life_cycles(client, scripts, args.calls)
         ceiling = lives["trivial script"]
-        print("| script time, p50 | µs | times a trivial script |\n|---|---:|---:|")
+        print(
+            "| script time, p50 | µs (library) | times a trivial script |"
+            " µs (scripts, functions=False) |\n|---|---:|---:|---:|"
+        )
         for name, us in lives.items():
-            print(f"| {name} | {us:.1f} | {us / ceiling:.1f} |")
+            print(f"| {name} | {us:.1f} | {us / ceiling:.1f} | {sent[name]:.1f} |")
         print(f"\n| memory per item, {args.items:,} of each | bytes |\n|---|---:|")
         for name, size in memory(client, args.items).items():
             print(f"| {name} | {size:.0f} |")

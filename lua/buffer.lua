@@ -6,7 +6,6 @@
 -- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
 -- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
 -- KEYS[6] replies: agentplane:{<tenant>}:reply
--- KEYS[7] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"NEW", at} | {"SEEN", at}

@@ -7,7 +7,6 @@
 -- KEYS[5] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[6] timer_run: agentplane:{<tenant>}:timer:run
 -- KEYS[7] replies: agentplane:{<tenant>}:reply
--- KEYS[8] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] now: instant ms, "" reads the server clock
 -- ARGV[2] room: count, the most timers this step claims
 -- ARGV[3] lease: ms, the lease of each claim

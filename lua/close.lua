@@ -23,7 +23,6 @@
 -- KEYS[21] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[22] timer_run: agentplane:{<tenant>}:timer:run
 -- KEYS[23] replies: agentplane:{<tenant>}:reply
--- KEYS[24] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- ARGV[3..] unanswered: effects whose answer the journal lacks

@@ -6,7 +6,6 @@
 -- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
 -- KEYS[6] replies: agentplane:{<tenant>}:reply
--- KEYS[7] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] run: the run
 -- Returns: {"OK", timers removed}
 -- Errors: CORRUPT

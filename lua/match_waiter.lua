@@ -18,7 +18,6 @@
 -- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[17] seals: agentplane:{<tenant>}:seal
 -- KEYS[18] replies: agentplane:{<tenant>}:reply
--- KEYS[19] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] source: the event's source
 -- ARGV[3] id: the event's id

@@ -18,7 +18,6 @@
 -- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[17] seals: agentplane:{<tenant>}:seal
 -- KEYS[18] replies: agentplane:{<tenant>}:reply
--- KEYS[19] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] room: count, the most waits this step lists
 -- ARGV[2] after_run: the run of the last wait listed by the previous step, "" to start
 -- ARGV[3] after_effect: its effect

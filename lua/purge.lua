@@ -5,7 +5,6 @@
 -- KEYS[3] dead: agentplane:{<tenant>}:event:dead
 -- KEYS[4] consumed: agentplane:{<tenant>}:event:consumed
 -- KEYS[5] replies: agentplane:{<tenant>}:reply
--- KEYS[6] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] older_than: instant ms, inclusive cutoff
 -- ARGV[2] batch: count, the most rows this step removes
 -- Returns: {"OK", rows removed}

@@ -14,7 +14,6 @@
 -- KEYS[12] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[13] timer_run: agentplane:{<tenant>}:timer:run
 -- KEYS[14] replies: agentplane:{<tenant>}:reply
--- KEYS[15] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- Returns: {"NEW", at} | {"SEEN", at}

@@ -6,7 +6,6 @@
 -- KEYS[4] live_by_sender: agentplane:{<tenant>}:event:live:sender
 -- KEYS[5] dead: agentplane:{<tenant>}:event:dead
 -- KEYS[6] replies: agentplane:{<tenant>}:reply
--- KEYS[7] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] older_than: instant ms, inclusive cutoff
 -- ARGV[2] reason: the dead-letter reason, verbatim
 -- ARGV[3] batch: count, the most rows this step retires

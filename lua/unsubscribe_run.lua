@@ -18,7 +18,6 @@
 -- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[17] seals: agentplane:{<tenant>}:seal
 -- KEYS[18] replies: agentplane:{<tenant>}:reply
--- KEYS[19] reply_order: agentplane:{<tenant>}:reply:order
 -- ARGV[1] run: the run
 -- ARGV[2..] unanswered: effects whose answer the journal lacks
 -- Returns: {"OK", waits retired, {released event, ...}}

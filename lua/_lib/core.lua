@@ -8,7 +8,7 @@
 -- answers what its first execution did ({"REPLAY", remembered}) instead of
 -- running again. ACKS names tokens whose replies the client has received:
 -- they are forgotten here. Whatever a vanished client never acknowledged is
--- forgotten after REPLY_HORIZON_MS of server time, a few entries per call.
+-- forgotten once older than REPLY_HORIZON_MS of server time, found by sampling.
 
 local function corrupt(what, id, detail)
   error({ agentplane_corrupt = what, id = id, detail = detail or "" }, 0)
@@ -24,8 +24,8 @@ local function printable(s)
 end
 
 local REPLY_HORIZON_MS = 86400000
-local REPLY_TRIM = 4
-
+-- Remembered replies each writing call samples for age, at random.
+local REPLY_SAMPLE = 4
 -- The server's clock in ms, read at most once per script.
 local server_ms
 local function server_now()
@@ -60,24 +60,29 @@ local function serialize(v, out)
   return out
 end
 
--- Remembers the reply, stamped with the server's instant (for trimming); forgets
--- the acknowledged tokens and a few entries older than the horizon.
+-- Remembers the reply, stamped with the server's instant; forgets the
+-- acknowledged tokens, and those of a few remembered replies, sampled at random,
+-- that are older than the horizon (an entry nobody acknowledges is sampled
+-- again and again until it goes).
 local function remember(res)
-  local stamp = string.format("%016.0f", server_now() + 1e15)
-  redis.call("HSET", K.replies, TOKEN, stamp .. table.concat(serialize(res, {})))
-  redis.call("ZADD", K.reply_order, 0, stamp .. TOKEN)
-  for ack in string.gmatch(ACKS, "[^,]+") do
-    local entry = redis.call("HGET", K.replies, ack)
-    if entry then
-      redis.call("HDEL", K.replies, ack)
-      redis.call("ZREM", K.reply_order, string.sub(entry, 1, 16) .. ack)
+  local now = server_now()
+  redis.call("HSET", K.replies, TOKEN, string.format("%016.0f", now + 1e15) .. table.concat(serialize(res, {})))
+  if ACKS ~= "" then
+    local acked = {}
+    for ack in string.gmatch(ACKS, "[^,]+") do
+      acked[#acked + 1] = ack
+    end
+    redis.call("HDEL", K.replies, unpack(acked))
+  end
+  local sample = redis.call("HRANDFIELD", K.replies, REPLY_SAMPLE, "WITHVALUES")
+  local cutoff, old = now - REPLY_HORIZON_MS, {}
+  for i = 1, #sample - 1, 2 do
+    if tonumber(string.sub(sample[i + 1], 1, 16)) - 1e15 < cutoff then
+      old[#old + 1] = sample[i]
     end
   end
-  local cutoff = string.format("%016.0f", server_now() - REPLY_HORIZON_MS + 1e15)
-  local old = redis.call("ZRANGEBYLEX", K.reply_order, "-", "(" .. cutoff, "LIMIT", 0, REPLY_TRIM)
-  for _, m in ipairs(old) do
-    redis.call("HDEL", K.replies, string.sub(m, 17))
-    redis.call("ZREM", K.reply_order, m)
+  if #old > 0 then
+    redis.call("HDEL", K.replies, unpack(old))
   end
 end
 
