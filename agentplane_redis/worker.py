@@ -1,10 +1,11 @@
 """The worker: the periodic passes a runtime runs (contract 1.3, obligation 5).
 
 One pass over each store: claim due timers and hand each to ``on_timer``,
-disarming it when the handler returns (an exception leaves it claimed, so the
-lease expiry retries it); hand each parked wait and the event it holds to
-``on_redelivery``; sweep events older than ``sweep_grace`` into dead letters
-and purge rows older than ``retention`` (both off unless given); then sleep
+disarming those whose handler returned, the page's in one ``disarm_many`` (an
+exception leaves a timer claimed, so the lease expiry retries it); hand each
+parked wait and the event it holds to ``on_redelivery``; sweep events older
+than ``sweep_grace`` into dead letters and purge rows older than
+``retention`` (both off unless given); then sleep
 until the next due timer or ``poll_interval``, whichever is sooner.
 
 The pass is decided once, by ``plan_pass``, a generator that does no I/O: it
@@ -148,8 +149,8 @@ def plan_pass(
         report.claimed = len(timers)
         if timers:
             done = yield HandleTimers(tuple(timers))
-            for timer in done:
-                yield StoreCall("timers.disarm", (timer.run, timer.effect))
+            if done:  # the page's returned timers, in one batch completion
+                yield StoreCall("timers.disarm_many", (tuple(done),))
             report.handled, report.failed = len(done), len(timers) - len(done)
     if redelivery and not stopping() and now - schedule.redelivered >= settings.redelivery_interval:
         schedule.redelivered = now
