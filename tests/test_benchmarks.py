@@ -1,0 +1,67 @@
+"""The benchmarks run: each prints its tables (small sizes here; the full sizes and
+the peers' drain are behind --soak). No timing is asserted, only that every figure
+is there and the runs' own checks held."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def run(script: str, *args: str, timeout: float = 600) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.real
+def test_targets_prints_every_figure_next_to_its_ceiling():
+    out = run("targets.py", "--rows", "200", "--items", "300", "--calls", "100")
+    for row in (
+        "| trivial script |",
+        "| event life |",
+        "| timer life, completed by disarm_many |",
+        "| longest call (",
+        "| buffered event (beyond payload) |",
+        "| armed timer |",
+        "| registered wait |",
+        "| trivial EVALSHA (calls/s) |",
+    ):
+        assert row in out
+
+
+@pytest.mark.real
+def test_flatness_and_contention_run_and_check_their_claims():
+    flat = run("flatness.py", "--small", "200", "--large", "2000", "--calls", "20")
+    for op in ("buffer", "deliver", "claim_for", "arm", "claim_due", "disarm"):
+        assert f"| {op} |" in flat
+    hot = run("contention.py", "--events", "300", "--processes", "8")
+    assert "| store `claim_for` (one script) |" in hot
+    assert "| WATCH/MULTI |" in hot
+
+
+@pytest.mark.real
+def test_the_drain_runs_ours_against_the_ceiling():
+    out = run("drain.py", "--jobs", "800", "--runs", "1", "--peers", "")
+    assert "| agentplane-redis, disarm_many |" in out
+    assert "| trivial script |" in out
+
+
+@pytest.mark.slow
+@pytest.mark.real
+def test_the_whole_suite_runs_quick_with_the_peers():
+    """Installs arq, saq and bullmq into benchmarks/.peers-venv (the package index)."""
+    out = run("suite.py", "--quick", timeout=3000)
+    for system in ("arq", "saq", "bullmq"):
+        assert f"| {system} |" in out
