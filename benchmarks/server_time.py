@@ -20,8 +20,9 @@ from datetime import datetime, timedelta, timezone
 import redis
 
 from agentplane_redis import CorrelationKey, InboundEvent, RedisStore, Subscription, Timer
+from agentplane_redis.acl import load_library
 from agentplane_redis.embedded import Server
-from agentplane_redis.scripts import catalogue
+from agentplane_redis.scripts import library
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 PAYLOAD = {
@@ -109,16 +110,15 @@ def main() -> None:
         client = redis.Redis.from_url(server.url)
         client.config_set("slowlog-log-slower-than", 0)
         client.config_set("slowlog-max-len", 1_000_000)
-        for script in catalogue().values():  # every call below is a cached EVALSHA
-            client.script_load(script.source)
+        load_library(client)  # every call below is an FCALL of a loaded function
         store = RedisStore(client, tenant="bench")
-        names = {s.sha: name for name, s in catalogue().items()}
+        names = {function: name for name, function in library().functions.items()}
         client.slowlog_reset()
         workload(store, args.events)
         durations: dict[str, list[int]] = defaultdict(list)
         for entry in client.slowlog_get(1_000_000):
             command = entry["command"].split()
-            if command and command[0].upper() == b"EVALSHA":
+            if command and command[0].upper() == b"FCALL":
                 durations[names.get(command[1].decode(), "?")].append(int(entry["duration"]))
         info = client.info()
         version = info.get("valkey_version") or info["redis_version"]
