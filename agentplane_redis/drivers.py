@@ -434,6 +434,20 @@ class _Driver:
             )
         self.library = None
 
+    def _load_refused(self, error: ResponseError) -> bool:
+        """After ``FUNCTION LOAD`` answered an error: whether the library is there (it
+        was already loaded); False on a replica (the call sends its script) or where
+        it cannot be loaded (calls send scripts from now on); any other error is the
+        library's own, and is raised."""
+        if _already_loaded(error):
+            return True
+        if isinstance(error, ReadOnlyError):
+            return False
+        if not _cannot_load(error):
+            raise error
+        self._unloadable(error)
+        return False
+
     def _confirmed_pipeline(
         self,
         target: Any,
@@ -553,14 +567,7 @@ class SyncDriver(_Driver):
         try:
             target.execute_command("FUNCTION", "LOAD", self.library.source)
         except ResponseError as error:
-            if _already_loaded(error):
-                return True
-            if isinstance(error, ReadOnlyError):  # a replica: this call sends its script
-                return False
-            if not _cannot_load(error):
-                raise
-            self._unloadable(error)
-            return False
+            return self._load_refused(error)
         return True
 
     def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
@@ -746,14 +753,7 @@ class AsyncDriver(_Driver):
         try:
             await target.execute_command("FUNCTION", "LOAD", self.library.source)
         except ResponseError as error:
-            if _already_loaded(error):
-                return True
-            if isinstance(error, ReadOnlyError):  # a replica: this call sends its script
-                return False
-            if not _cannot_load(error):
-                raise
-            self._unloadable(error)
-            return False
+            return self._load_refused(error)
         return True
 
     async def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
