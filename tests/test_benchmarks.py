@@ -1,6 +1,6 @@
-"""The benchmarks run: each prints its tables (small sizes here; the full sizes and
-the peers' drain are behind --soak). No timing is asserted, only that every figure
-is there and the runs' own checks held."""
+"""The benchmarks run: each prints its tables (at small sizes; --soak runs the whole
+suite at its quick sizes). No timing is asserted, only that every figure is there
+and the runs' own checks held."""
 
 from __future__ import annotations
 
@@ -52,16 +52,14 @@ def test_flatness_and_contention_run_and_check_their_claims():
 
 
 @pytest.mark.real
-def test_the_drain_runs_ours_against_the_ceiling():
-    out = run("drain.py", "--jobs", "800", "--runs", "1", "--peers", "")
-    assert "| agentplane-redis, disarm_many |" in out
+def test_the_drain_runs_against_the_ceiling_and_the_peers(request):
+    """Installs arq, saq and bullmq into benchmarks/.peers-venv from the package index
+    the first time. With --soak: the whole suite at its quick sizes."""
+    if request.config.getoption("--soak"):
+        out = run("suite.py", "--quick", timeout=3000)
+    else:
+        out = run("drain.py", "--jobs", "800", "--runs", "1")
     assert "| trivial script |" in out
-
-
-@pytest.mark.slow
-@pytest.mark.real
-def test_the_whole_suite_runs_quick_with_the_peers():
-    """Installs arq, saq and bullmq into benchmarks/.peers-venv (the package index)."""
-    out = run("suite.py", "--quick", timeout=3000)
-    for system in ("arq", "saq", "bullmq"):
-        assert f"| {system} |" in out
+    assert "| agentplane-redis, disarm_many |" in out
+    for peer in ("arq", "saq", "bullmq"):
+        assert f"| {peer} |" in out
