@@ -371,6 +371,8 @@ class _Driver:
         self._placed: set[str] = set()
         self._suspended: list[_Suspended] = []
         self._lock = threading.Lock()
+        #: The store's methods bound to this driver, by descriptor (``store.Op``).
+        self.bound: dict[object, Callable[..., Any]] = {}
 
     @property
     def confirmation(self) -> Confirmation | None:

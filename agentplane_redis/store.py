@@ -121,12 +121,16 @@ class Op(Generic[P, T]):
         if obj is None:
             return self
         driver = obj._driver
+        made = driver.bound.get(self)  # once per store and method: every call reads it
+        if made is not None:
+            return made
         plan = self._plan
 
         @functools.wraps(plan)
         def bound(*args: P.args, **kwargs: P.kwargs) -> Any:
             return driver.call(plan, args, kwargs)
 
+        driver.bound[self] = bound
         return bound
 
 

@@ -45,13 +45,15 @@ return guard(function()
     start = "(" .. instant_key(tonumber(ARGV[5])) .. enc(ARGV[6]) .. enc(ARGV[7])
   end
   local walked = redis.call("ZRANGEBYLEX", K.timer_ready, start, bound, "LIMIT", 0, budget)
-  local tids, runs = {}, {}
+  local tids, runs, effects = {}, {}, {}
   for i, m in ipairs(walked) do
     tids[i] = string.sub(m, INSTANT_WIDTH + 1)
-    runs[i] = wid_parts(tids[i])
+    runs[i], effects[i] = wid_parts(tids[i])
   end
   local rows, sealed = timers_read(tids, walked), hmget_all(K.seals, runs)
   local out = { "OK", decimal(now), "0", "", "", "" }
+  -- What every timer claimed here gets: its claim, and its place in timer_held.
+  local claimed_at, lease_ms, held_key = decimal(now), decimal(lease), instant_key(now + lease)
   local written, taken, held, last = {}, {}, {}, 0
   for i, f in ipairs(rows) do
     if #taken == room then
@@ -62,12 +64,13 @@ return guard(function()
       -- A sealed run's timer is retired, held or not, and does not count.
       timer_delete(tids[i], f)
     elseif f[T_CLAIMED] == "" or tonumber(f[T_CLAIMED]) + tonumber(f[T_LEASE]) <= now then
-      f[T_CLAIMED], f[T_LEASE] = decimal(now), decimal(lease)
+      f[T_CLAIMED], f[T_LEASE] = claimed_at, lease_ms
+      local row = pack(f)
       written[#written + 1] = tids[i]
-      written[#written + 1] = pack(f)
+      written[#written + 1] = row
       taken[#taken + 1] = walked[i]
-      held[#held + 1] = held_member(tids[i], f)
-      out[#out + 1] = timer_reply(tids[i], f)
+      held[#held + 1] = held_key .. tids[i]
+      out[#out + 1] = { runs[i], effects[i], row }
     end
     -- Otherwise a lease live for this caller's clock (taken by a caller whose
     -- clock runs ahead) is passed over; the cursor resumes after it.
@@ -78,8 +81,7 @@ return guard(function()
     zadd_all(K.timer_held, held)
   end
   if #walked == budget and #taken < room then
-    local run, effect = wid_parts(tids[last])
-    out[3], out[4], out[5], out[6] = "1", decimal(tonumber(rows[last][T_FIRE])), run, effect
+    out[3], out[4], out[5], out[6] = "1", decimal(tonumber(rows[last][T_FIRE])), runs[last], effects[last]
   end
   return out
 end)
