@@ -69,8 +69,8 @@ def fill(store: RedisStore, rows: int, tag: str) -> None:
     )
 
 
-def exercise(store: RedisStore, calls: int) -> None:
-    """``calls`` of each operation, on rows of their own."""
+def exercise(store: RedisStore, calls: int, log: Slowlog) -> dict[str, float]:
+    """``calls`` of each operation, on rows of their own: the p50 of each."""
     steps: dict[str, Callable[[int], Any]] = {
         "buffer": lambda i: store.events.buffer(event(i, "x"), at=at(i)),
         "subscribe": lambda i: store.events.subscribe(wait(i), at=at(i)),
@@ -99,15 +99,18 @@ def exercise(store: RedisStore, calls: int) -> None:
         "is_sealed": lambda i: store.runs.is_sealed(f"sealed-{i}"),
         "close": lambda i: store.runs.close(f"run-{i}", ["await-payment"]),
     }
+    out: dict[str, float] = {}
     for step in steps.values():
         for i in range(calls):
             step(i)
+        for name, times in log.take().items():  # one operation's log at a time
+            if name != "trivial":
+                out[name] = statistics.median(times)
+    return out
 
 
 def measure(client: redis.Redis, store: RedisStore, calls: int) -> dict[str, float]:
-    log = Slowlog(client)
-    exercise(store, calls)
-    return {name: statistics.median(t) for name, t in log.take().items() if name != "trivial"}
+    return exercise(store, calls, Slowlog(client))
 
 
 def main() -> None:
