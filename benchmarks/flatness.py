@@ -63,14 +63,14 @@ def fill(store: RedisStore, rows: int, tag: str) -> None:
     pipelined(
         store,
         (
-            ops.arm(ctx, Timer(f"run-{i % 1000}", f"{tag}-{i}", at(10**9 + i)))
+            ops.arm(ctx, Timer(f"idle-{i % 1000}", f"{tag}-{i}", at(10**9 + i)))
             for i in range(rows - events - waits)
         ),
     )
 
 
-def exercise(store: RedisStore, calls: int, log: Slowlog) -> dict[str, float]:
-    """``calls`` of each operation, on rows of their own: the p50 of each."""
+def steps_of(store: RedisStore) -> dict[str, Callable[[int], Any]]:
+    """Each operation, called with ``i``, on rows of its own."""
     steps: dict[str, Callable[[int], Any]] = {
         "buffer": lambda i: store.events.buffer(event(i, "x"), at=at(i)),
         "subscribe": lambda i: store.events.subscribe(wait(i), at=at(i)),
@@ -99,18 +99,23 @@ def exercise(store: RedisStore, calls: int, log: Slowlog) -> dict[str, float]:
         "is_sealed": lambda i: store.runs.is_sealed(f"sealed-{i}"),
         "close": lambda i: store.runs.close(f"run-{i}", ["await-payment"]),
     }
-    out: dict[str, float] = {}
-    for step in steps.values():
-        for i in range(calls):
-            step(i)
-        for name, times in log.take().items():  # one operation's log at a time
-            if name != "trivial":
-                out[name] = statistics.median(times)
+    return steps
+
+
+def measure(client: redis.Redis, stores: list[RedisStore], calls: int) -> list[dict[str, float]]:
+    """The p50 of each operation on each store, the stores taking turns operation by
+    operation, so that the machine's noise falls on both alike."""
+    log = Slowlog(client)
+    out: list[dict[str, float]] = [{} for _ in stores]
+    plans = [steps_of(store) for store in stores]
+    for name in plans[0]:
+        for plan, found in zip(plans, out, strict=True):
+            for i in range(calls):
+                plan[name](i)
+            for script, times in log.take().items():  # this operation's log only
+                if script != "trivial":
+                    found[script] = statistics.median(times)
     return out
-
-
-def measure(client: redis.Redis, store: RedisStore, calls: int) -> dict[str, float]:
-    return exercise(store, calls, Slowlog(client))
 
 
 def main() -> None:
@@ -129,8 +134,7 @@ def main() -> None:
         fill(large, args.large, "l")
         fill(RedisStore(client, tenant="neighbour"), args.large, "n")
         used = int(client.info("memory")["used_memory"]) / 2**20
-        a = measure(client, small, args.calls)
-        b = measure(client, large, args.calls)
+        a, b = measure(client, [small, large], args.calls)
     print(f"{args.server} {version}; {args.small:,} and {args.large:,} rows, a neighbour")
     print(f"of {args.large:,}; {used:,.0f} MiB in use; p50 server time of {args.calls} calls\n")
     print(f"| operation | {args.small:,} rows | {args.large:,} rows | ratio |")
