@@ -18,7 +18,7 @@ included, so that it holds after a failover. The user cannot load a library
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import redis
@@ -179,7 +179,7 @@ def load_library(client: Any) -> str:
     LOAD`` on the server of a sync redis-py client, on every master of a cluster;
     a library already loaded stays. Returns the library's name."""
     library = scripts.library()
-    for node in _masters(client):
+    for node in masters(client):
         try:
             node.execute_command("FUNCTION", "LOAD", library.source)
         except redis.ResponseError as error:
@@ -191,7 +191,7 @@ def load_library(client: Any) -> str:
 def libraries(client: Any) -> list[str]:
     """The names of the agentplane libraries loaded on the server (on any master)."""
     found: set[str] = set()
-    for node in _masters(client):
+    for node in masters(client):
         for entry in node.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "agentplane_*"):
             name = entry[b"library_name"] if isinstance(entry, dict) else entry[1]
             found.add(name.decode() if isinstance(name, bytes) else str(name))
@@ -200,7 +200,7 @@ def libraries(client: Any) -> list[str]:
 
 def delete_library(client: Any, name: str) -> None:
     """Deletes one library on the server, on every master of a cluster."""
-    for node in _masters(client):
+    for node in masters(client):
         try:
             node.execute_command("FUNCTION", "DELETE", name)
         except redis.ResponseError as error:
@@ -208,13 +208,9 @@ def delete_library(client: Any, name: str) -> None:
                 raise
 
 
-def _masters(client: Any) -> Iterator[Any]:
-    """The client itself, or on a cluster a plain client of each master (closed after)."""
+def masters(client: Any) -> list[Any]:
+    """The sync client itself, or on a ``RedisCluster`` its own plain client of each
+    master it knows."""
     if not isinstance(client, redis.RedisCluster):
-        yield client
-        return
-    for node in every_node(client):
-        with node:
-            role = node.execute_command("ROLE")[0]
-            if (role.decode() if isinstance(role, bytes) else str(role)) == "master":
-                yield node
+        return [client]
+    return [client.get_redis_connection(node) for node in client.get_primaries()]  # type: ignore[no-untyped-call]

@@ -85,6 +85,7 @@ from redis.exceptions import (
 )
 
 from . import codec
+from .acl import masters
 from .errors import DurabilityNotConfirmed, InvalidInput, OutcomeUnknown, ServerMisconfigured
 from .ops import Call, Context, Plan
 from .scripts import LuaLibrary, LuaScript, catalogue, library
@@ -551,17 +552,11 @@ class SyncDriver(_Driver):
         assert confirmation is not None
         return owner, confirmation
 
-    def _servers(self) -> list[Any]:
-        """A client of each server the library must be on: every master of a cluster
-        (a slot may move to any of them)."""
-        if not self.cluster:
-            return [self.client]
-        return [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
-
     def load_library(self) -> bool:
-        """Loads the library where it must be; False when it cannot be (and calls send
-        scripts from then on, or this call does, on a replica)."""
-        return all(self._load_on(server) for server in self._servers())
+        """Loads the library on every master (a slot may move to any of them); False
+        when it cannot be (and calls send scripts from then on, or this call does, on
+        a replica)."""
+        return all(self._load_on(server) for server in masters(self.client))
 
     def _load_on(self, target: Any) -> bool:
         if self.library is None:
@@ -597,7 +592,7 @@ class SyncDriver(_Driver):
         where = self.owner_name() if self.cluster else ""
         if self.library is not None and where not in self._placed:
             # before its first pipeline there: a miss inside one would confirm twice
-            self.load_library()
+            self._load_on(target)
             self._placed.add(where)
         by_source = self.library is None and script.sha not in self._sent
         for _ in range(3):
@@ -606,7 +601,7 @@ class SyncDriver(_Driver):
             if by_source or not _missing(reply):
                 break
             # not on the server (flushed, restarted, never loaded): nothing ran
-            by_source = not self.load_library()
+            by_source = not self._load_on(target)
         return self._settle(confirmation, script, reply, ack)
 
     def _send(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:
@@ -783,7 +778,7 @@ class AsyncDriver(_Driver):
         where = self.owner_name() if self.cluster else ""
         if self.library is not None and where not in self._placed:
             # before its first pipeline there: a miss inside one would confirm twice
-            await self.load_library()
+            await self._load_on(target)
             self._placed.add(where)
         by_source = self.library is None and script.sha not in self._sent
         for _ in range(3):
@@ -792,7 +787,7 @@ class AsyncDriver(_Driver):
             if by_source or not _missing(reply):
                 break
             # not on the server (flushed, restarted, never loaded): nothing ran
-            by_source = not await self.load_library()
+            by_source = not await self._load_on(target)
         return self._settle(confirmation, script, reply, ack)
 
     async def _send(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:

@@ -33,12 +33,10 @@ return guard(function()
   end
   if #gone > 0 then
     redis.call("HDEL", K.timers, unpack(gone))
-    redis.call("ZREM", K.timer_due, unpack(dues))
-    redis.call("ZREM", K.timer_ready, unpack(dues))
-    redis.call("ZREM", K.timer_run, unpack(gone))
   end
-  if #held > 0 then
-    redis.call("ZREM", K.timer_held, unpack(held))
-  end
+  zrem_all(K.timer_due, dues)
+  zrem_all(K.timer_ready, dues)
+  zrem_all(K.timer_run, gone)
+  zrem_all(K.timer_held, held)
   return { "OK", #gone }
 end)
