@@ -49,8 +49,6 @@ return guard(function()
     redis.call("HSET", K.seals, run, decimal(at))
   end
   local waits, released = retire_run(run, unanswered, state)
-  for _, t in ipairs(timers) do
-    timer_delete(t.tid, t.f)
-  end
+  timers_delete(timers)
   return { "OK", waits, released, #timers, newly and "1" or "0" }
 end)

@@ -20,23 +20,12 @@ return guard(function()
     tids[#tids + 1] = enc(ARGV[i]) .. enc(ARGV[i + 1])
   end
   -- Every row is read and checked before the first write.
-  local gone, dues, held = {}, {}, {}
+  local gone = {}
   for i, raw in ipairs(hmget_all(K.timers, tids)) do
     if raw then
-      local f = timer_parse(tids[i], raw)
-      gone[#gone + 1] = tids[i]
-      dues[#dues + 1] = due_member(tids[i], f)
-      if f[T_CLAIMED] ~= "" then
-        held[#held + 1] = held_member(tids[i], f)
-      end
+      gone[#gone + 1] = { tid = tids[i], f = timer_parse(tids[i], raw) }
     end
   end
-  if #gone > 0 then
-    redis.call("HDEL", K.timers, unpack(gone))
-  end
-  zrem_all(K.timer_due, dues)
-  zrem_all(K.timer_ready, dues)
-  zrem_all(K.timer_run, gone)
-  zrem_all(K.timer_held, held)
+  timers_delete(gone)
   return { "OK", #gone }
 end)

@@ -16,8 +16,6 @@
 
 return guard(function()
   local timers = run_timers(ARGV[1])
-  for _, t in ipairs(timers) do
-    timer_delete(t.tid, t.f)
-  end
+  timers_delete(timers)
   return { "OK", #timers }
 end)

@@ -12,9 +12,10 @@
 
 return guard(function()
   local eid = enc(ARGV[1]) .. enc(ARGV[2])
-  local f = event_read(eid)
-  if not f then
+  local raw = redis.call("HGET", K.events, eid)
+  if not raw then
     return { "NONE" }
   end
-  return { "ROW", pack(f) }
+  event_parse(eid, raw) -- checked, and replied as stored
+  return { "ROW", raw }
 end)

@@ -99,25 +99,21 @@ local function pack(f)
 end
 
 -- The fields of a netstring row, or nil when it is not one. (The hottest code
--- of the batch steps: plain find, byte tests and no patterns.)
+-- of the batch steps: one anchored find per field for its length.)
 local function unpack_row(s)
-  local f, pos, n = {}, 1, #s
+  local f, pos, n, k = {}, 1, #s, 0
   local find, sub, byte = string.find, string.sub, string.byte
   while pos <= n do
-    local c = find(s, ":", pos, true)
-    local first = byte(s, pos)
-    if not c or first < 48 or first > 57 then
+    local _, c, digits = find(s, "^(%d+):", pos)
+    if not c then
       return nil
     end
-    local len = tonumber(sub(s, pos, c - 1))
-    if not len or len % 1 ~= 0 then
-      return nil
-    end
-    local stop = c + len
+    local stop = c + tonumber(digits)
     if byte(s, stop + 1) ~= 44 then
       return nil
     end
-    f[#f + 1] = sub(s, c + 1, stop)
+    k = k + 1
+    f[k] = sub(s, c + 1, stop)
     pos = stop + 2
   end
   return f
@@ -158,10 +154,15 @@ local function zadd_all(key, members)
   end
 end
 
-local function zrem_all(key, members)
+-- One command of a key and many members (ZREM, HDEL), in chunks.
+local function call_all(command, key, members)
   for first = 1, #members, CHUNK do
-    redis.call("ZREM", key, unpack(members, first, math.min(first + CHUNK - 1, #members)))
+    redis.call(command, key, unpack(members, first, math.min(first + CHUNK - 1, #members)))
   end
+end
+
+local function zrem_all(key, members)
+  call_all("ZREM", key, members)
 end
 
 -- The values of many hash fields (false where absent), in order.

@@ -60,6 +60,22 @@ local function timer_delete(tid, f)
   redis.call("ZREM", K.timer_run, tid)
 end
 
+-- Deletes many timers ({tid, f} each) with one command per structure.
+local function timers_delete(timers)
+  local tids, dues, held = {}, {}, {}
+  for i, t in ipairs(timers) do
+    tids[i], dues[i] = t.tid, due_member(t.tid, t.f)
+    if t.f[T_CLAIMED] ~= "" then
+      held[#held + 1] = held_member(t.tid, t.f)
+    end
+  end
+  call_all("HDEL", K.timers, tids)
+  call_all("ZREM", K.timer_due, dues)
+  call_all("ZREM", K.timer_ready, dues)
+  call_all("ZREM", K.timer_held, held)
+  call_all("ZREM", K.timer_run, tids)
+end
+
 local function timer_reply(tid, f)
   local run, effect = wid_parts(tid)
   return { run, effect, pack(f) }
