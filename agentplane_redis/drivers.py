@@ -399,11 +399,13 @@ class _Driver:
 
     def _take_acks(self, call: Call) -> list[str]:
         acks: list[str] = []
-        while call.writes and len(acks) < MAX_ACKS:
-            try:
-                acks.append(self._acks.popleft())
-            except IndexError:
-                break
+        if call.writes:
+            pending = self._acks
+            while pending and len(acks) < MAX_ACKS:
+                try:
+                    acks.append(pending.popleft())
+                except IndexError:  # taken by another thread meanwhile
+                    break
         return acks
 
     def _command(self, call: Call, acks: list[str]) -> tuple[Any, ...]:
@@ -487,6 +489,8 @@ class _Driver:
         return entry.plan, entry.call
 
     def _resume(self, op: Callable[..., Plan[T]], args: Any, kwargs: Any) -> _Suspended | None:
+        if not self._suspended:  # the usual case, read without the lock
+            return None
         with self._lock:
             for i, entry in enumerate(self._suspended):
                 if entry.same(op, args, kwargs):
@@ -568,9 +572,10 @@ class SyncDriver(_Driver):
         return True
 
     def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
-        options: dict[Any, Any] = dict(_RAW)
+        options: dict[Any, Any] = _RAW
         if self.cluster:  # routed to the slot's owner without asking for its keys
-            options["target_nodes"] = self.client.nodes_manager.get_node_from_slot(self.slot)
+            node = self.client.nodes_manager.get_node_from_slot(self.slot)
+            options = {**_RAW, "target_nodes": node}
         try:
             if self.library is not None:
                 try:
@@ -754,9 +759,10 @@ class AsyncDriver(_Driver):
         return True
 
     async def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
-        options: dict[Any, Any] = dict(_RAW)
+        options: dict[Any, Any] = _RAW
         if self.cluster:  # routed to the slot's owner without asking for its keys
-            options["target_nodes"] = self.client.nodes_manager.get_node_from_slot(self.slot)
+            node = self.client.nodes_manager.get_node_from_slot(self.slot)
+            options = {**_RAW, "target_nodes": node}
         try:
             if self.library is not None:
                 try:
