@@ -34,10 +34,21 @@ return guard(function()
   local at = instant_arg(ARGV[1])
   local event = event_args(2)
   local f = event_read(event.eid)
-  local fresh = f == nil
-  if fresh then
-    f = insert_event(event, at, "live", "", "", "0")
-  elseif f[E_STATE] ~= "live" then
+  if not f then
+    -- A new event goes straight to the wait it resumes, or is buffered live.
+    f = new_event_row(event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "live", "", "", "0")
+    local run, effect, wid, attrs = electee(f)
+    if not run then
+      insert_event(event, at, "live", "", "", "0")
+      return { "BUFFERED", decimal(at) }
+    end
+    local sub = sub_reply(run, effect, wid, attrs)
+    redis.call("HSET", K.payloads, event.eid, event.payload)
+    hold(event.eid, f, run, effect, at)
+    park(run, wid, attrs, at)
+    return { "RESUMED", decimal(at), sub }
+  end
+  if f[E_STATE] ~= "live" then
     return { "DUPLICATE", decimal(at) }
   end
   -- A live duplicate is offered again: that heals a crash after buffer.
@@ -45,5 +56,5 @@ return guard(function()
   if sub then
     return { "RESUMED", decimal(at), sub }
   end
-  return { fresh and "BUFFERED" or "DUPLICATE", decimal(at) }
+  return { "DUPLICATE", decimal(at) }
 end)

@@ -79,16 +79,21 @@ local function event_read(eid)
   return event_parse(eid, raw)
 end
 
+-- Writes the row; returns it packed.
 local function event_write(eid, f)
-  redis.call("HSET", K.events, eid, pack(f))
+  local row = pack(f)
+  redis.call("HSET", K.events, eid, row)
+  return row
 end
 
-local function event_reply(eid, f)
+-- {row, has payload, payload}; row is f packed, when the caller has it already.
+local function event_reply(eid, f, row)
+  row = row or pack(f)
   local payload = redis.call("HGET", K.payloads, eid)
   if payload then
-    return { pack(f), "1", payload }
+    return { row, "1", payload }
   end
-  return { pack(f), "0", "" }
+  return { row, "0", "" }
 end
 
 -- The row's correlation keys, encoded "ns value", in first-given order.
@@ -154,15 +159,17 @@ local function ledger_member(f, eid)
   return enc(f[E_RUN]) .. instant_key(tonumber(f[E_RECEIVED])) .. eid
 end
 
--- Holds the row for wait (run, effect) with claimed_at = at, and writes the ledger.
+-- Holds the row for wait (run, effect) with claimed_at = at, and writes the
+-- ledger; returns the row packed.
 local function hold(eid, f, run, effect, at)
   if f[E_STATE] == "live" then
     live_index(eid, f, false)
   end
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "held", run, effect, decimal(at)
-  event_write(eid, f)
+  local row = event_write(eid, f)
   redis.call("HSET", K.ledger, enc(run) .. enc(effect), eid)
   redis.call("ZADD", K.ledger_by_run, 0, ledger_member(f, eid))
+  return row
 end
 
 local function ledger_remove(eid, f)

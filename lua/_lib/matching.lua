@@ -23,9 +23,9 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at)
       return nil
     end
     f[E_CLAIMED] = decimal(at)
-    event_write(held, f)
+    local row = event_write(held, f)
     park(run, wid, attrs, at)
-    return held, f
+    return held, f, row
   end
   if is_marked(wid) then
     return nil
@@ -43,9 +43,9 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at)
       if not f or f[E_STATE] ~= "live" then
         corrupt("index", m, "live index names a row that is not live")
       end
-      hold(eid, f, run, effect, at)
+      local row = hold(eid, f, run, effect, at)
       park(run, wid, attrs, at)
-      return eid, f
+      return eid, f, row
     end
   end
   return nil
@@ -53,20 +53,20 @@ end
 
 -- claim_for's and wait's reply for the subscription of sub_args.
 local function claim_reply(sub, attrs, at)
-  local eid, f = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at)
+  local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at)
   if not eid then
     return { "MISS", decimal(at) }
   end
-  local reply = event_reply(eid, f)
+  local reply = event_reply(eid, f, row)
   return { "HIT", decimal(at), reply[1], reply[2], reply[3] }
 end
 
--- match_waiter: elects the oldest unparked, unsealed wait for a live row, holds
--- the row for it and returns its Subscription reply, or nil (nothing written).
--- Parked waits and sealed runs' waits are not in the election indexes, so the
--- first entry under each key is the winner; waits restricted to a sender sit in
--- their own index, merged here by bytes.
-local function elect(eid, f, at)
+-- match_waiter's election: the oldest unparked, unsealed wait for an event row
+-- (f: its kind, sender and keys), as run, effect, wid and attributes; or nil.
+-- It only reads. Parked waits and sealed runs' waits are not in the election
+-- indexes, so the first entry under each key is the winner; waits restricted to
+-- a sender sit in their own index, merged here by bytes.
+local function electee(f)
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   for i = E_KEYS, #f, 2 do
     local nv = enc(f[i]) .. enc(f[i + 1])
@@ -87,13 +87,23 @@ local function elect(eid, f, at)
       if not attrs then
         corrupt("index", wid, "election entry of an unregistered wait")
       end
-      local reply = sub_reply(run, effect, wid, attrs)
-      hold(eid, f, run, effect, at)
-      park(run, wid, attrs, at)
-      return reply
+      return run, effect, wid, attrs
     end
   end
   return nil
+end
+
+-- Holds the live row eid for the elected wait and returns the wait's
+-- Subscription reply, or nil (nothing written).
+local function elect(eid, f, at)
+  local run, effect, wid, attrs = electee(f)
+  if not run then
+    return nil
+  end
+  local reply = sub_reply(run, effect, wid, attrs)
+  hold(eid, f, run, effect, at)
+  park(run, wid, attrs, at)
+  return reply
 end
 
 -- The rows a run holds claims on, in (received_at, source, id) order, checked.
