@@ -159,6 +159,47 @@ def life_cycles(client: redis.Redis, store: RedisStore, n: int) -> dict[str, flo
     return out
 
 
+def unlogged(client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]:
+    """The life cycles again with SLOWLOG off (it also logs every command a script
+    calls, inside the script's time): each operation's mean server time per call from
+    ``INFO commandstats``, one operation at a time, through the library."""
+    client.config_set("slowlog-log-slower-than", -1)
+    trivial = client.script_load(TRIVIAL)
+    base = 2 * 10**6  # runs and events of their own
+    for i in range(n):
+        store.events.subscribe(wait(base + i), at=at(i))
+
+    def claim_all() -> None:
+        while store.timers.claim_due(now=at(n), limit=128):
+            pass
+
+    batches: dict[str, tuple[str, Callable[[int], Any]]] = {
+        "trivial script": ("evalsha", lambda i: client.evalsha(trivial, 0)),
+        "deliver": ("fcall", lambda i: store.events.deliver(event(base + i), at=at(i))),
+        "claim_for": ("fcall", lambda i: store.events.claim_for(wait(base + i), at=at(i))),
+        "unsubscribe": (
+            "fcall",
+            lambda i: store.events.unsubscribe(f"run-{base + i}", "await-payment"),
+        ),
+        "arm": ("fcall", lambda i: store.timers.arm(Timer(f"u-{i % 50}", f"t-{i}", at(i)))),
+        "claim_due": ("fcall", lambda i: claim_all() if i == 0 else None),
+        "disarm": ("fcall", lambda i: store.timers.disarm(f"u-{i % 50}", f"t-{i}")),
+    }
+    out, calls = {}, {}
+    for name, (command, call) in batches.items():
+        client.config_resetstat()
+        for i in range(n):
+            call(i)
+        stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+        calls[name] = int(stats.get("calls", 0))
+        out[name] = float(stats.get("usec", 0)) / max(1, calls[name])
+    out["event life"] = out["deliver"] + out["claim_for"] + out["unsubscribe"]
+    # claim_due's share per timer: its calls' total over the timers they claimed
+    out["timer life"] = out["arm"] + out["claim_due"] * calls["claim_due"] / n + out["disarm"]
+    client.config_set("slowlog-log-slower-than", 0)
+    return out
+
+
 def memory(client: redis.Redis, items: int) -> dict[str, float]:
     client.config_set("slowlog-log-slower-than", -1)  # its entries would count
     client.slowlog_reset()
@@ -253,6 +294,14 @@ def main() -> None:
         )
         for (name, us), theirs in zip(lives.items(), sent.values(), strict=True):
             print(f"| {name} | {us:.1f} | {us / ceiling:.1f} | {theirs:.1f} |")
+        means = unlogged(client, store, args.calls)
+        trivial_mean = means["trivial script"]
+        print(
+            "\n| server time with SLOWLOG off, mean (INFO commandstats) | µs (library)"
+            " | times a trivial script |\n|---|---:|---:|"
+        )
+        for name, us in means.items():
+            print(f"| {name} | {us:.1f} | {us / trivial_mean:.1f} |")
         print(f"\n| memory per item, {args.items:,} of each | bytes |\n|---|---:|")
         for name, size in memory(client, args.items).items():
             print(f"| {name} | {size:.0f} |")
