@@ -9,7 +9,9 @@ redis``), fills a tenant with ``--rows`` rows per structure, and measures:
   its share of a ``claim_due`` of 128, ``disarm``, or its share of a
   ``disarm_many`` of the page), as a multiple of a trivial script (``return
   1``) timed the same way; through the library (``FCALL``) and, on a tenant of
-  its own, through scripts (``functions=False``); and the longest single call;
+  its own, through scripts (``functions=False``); the longest single call and
+  how many calls took over 1 ms; the same life cycles with SLOWLOG off, each
+  operation's mean from ``INFO commandstats``;
 * **memory per item** beyond its payload: ``used_memory`` grown by ``--items``
   buffered events, armed timers and registered waits, each in a tenant of
   its own;
@@ -156,6 +158,8 @@ def life_cycles(client: redis.Redis, store: RedisStore, n: int) -> dict[str, flo
     every = {**times, **{f"{k} (batched run)": v for k, v in batch_times.items()}}
     longest = max((k for k in every if k != "trivial"), key=lambda k: max(every[k]))
     out[f"longest call ({longest})"] = float(max(every[longest]))
+    calls = [us for k, v in every.items() if k != "trivial" for us in v]
+    out[f"calls over 1 ms, of {len(calls):,}"] = float(sum(us > 1000 for us in calls))
     return out
 
 
