@@ -104,6 +104,9 @@ CONFIRM_TIMEOUT_MS = 2000
 LOST_REPLY = (ConnectionError, TimeoutError)
 #: Received tokens named on one writing call, at most.
 MAX_ACKS = 16
+#: Received tokens a store gathers before a writing call names them (one HDEL for
+#: them all): the server keeps at most this many remembered replies per store.
+ACK_BATCH = 8
 #: Unfinished plans kept for a call again, per store; the oldest is dropped.
 MAX_SUSPENDED = 64
 #: How long a call on a cluster keeps trying while its slot moves or fails over, in s.
@@ -399,7 +402,7 @@ class _Driver:
 
     def _take_acks(self, call: Call) -> list[str]:
         acks: list[str] = []
-        if call.writes:
+        if call.writes and len(self._acks) >= ACK_BATCH:
             pending = self._acks
             while pending and len(acks) < MAX_ACKS:
                 try:

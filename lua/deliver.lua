@@ -35,17 +35,19 @@ return guard(function()
   local event = event_args(2)
   local f = event_read(event.eid)
   if not f then
-    -- A new event goes straight to the wait it resumes, or is buffered live.
-    f = new_event_row(event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "live", "", "", "0")
+    -- A new event goes straight to the wait it resumes (held: it never enters
+    -- the live indexes), or is buffered live.
+    f = new_event_row(event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "held", "", "", "0")
     local run, effect, wid, attrs = electee(f)
     if not run then
       insert_event(event, at, "live", "", "", "0")
       return { "BUFFERED", decimal(at) }
     end
-    local sub = sub_reply(run, effect, wid, attrs)
+    local rows = key_rows(wid)
+    local sub = sub_reply(run, effect, wid, attrs, rows)
     redis.call("HSET", K.payloads, event.eid, event.payload)
     hold(event.eid, f, run, effect, at)
-    park(run, wid, attrs, at)
+    park(run, wid, attrs, at, rows)
     return { "RESUMED", decimal(at), sub }
   end
   if f[E_STATE] ~= "live" then

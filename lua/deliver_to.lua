@@ -31,17 +31,19 @@
 --@include _lib/waits.lua
 --@include _lib/matching.lua
 
--- Whether the wait qualifies for an event of this kind, source and key set.
-local function qualifies(wid, attrs, kind, source, keys)
+-- The wait's key_rows when it qualifies for an event of this kind, source and
+-- key set; else nil.
+local function qualifying_rows(wid, attrs, kind, source, keys)
   if attrs[W_KIND] ~= kind or (attrs[W_FROM] ~= "" and attrs[W_FROM] ~= source) then
-    return false
+    return nil
   end
-  for _, row in ipairs(key_rows(wid)) do
+  local rows = key_rows(wid)
+  for _, row in ipairs(rows) do
     if keys[row.nv] then
-      return true
+      return rows
     end
   end
-  return false
+  return nil
 end
 
 return guard(function()
@@ -54,8 +56,9 @@ return guard(function()
     if f[E_STATE] == "held" and f[E_RUN] == run then
       local wid = enc(run) .. enc(f[E_EFFECT])
       local attrs = wait_read(wid)
-      if attrs and qualifies(wid, attrs, f[E_KIND], f[E_SOURCE], nv_set(event_nv(f))) then
-        return { "MATCHED", decimal(at), sub_reply(run, f[E_EFFECT], wid, attrs) }
+      local rows = attrs and qualifying_rows(wid, attrs, f[E_KIND], f[E_SOURCE], nv_set(event_nv(f)))
+      if rows then
+        return { "MATCHED", decimal(at), sub_reply(run, f[E_EFFECT], wid, attrs, rows) }
       end
     end
     return { "DUPLICATE", decimal(at) }
@@ -65,14 +68,15 @@ return guard(function()
   for _, w in ipairs(run_waits(run)) do
     if not is_marked(w.wid) then
       local attrs = wait_read(w.wid)
-      if attrs and qualifies(w.wid, attrs, event.kind, event.source, keys) then
-        local reply = sub_reply(run, w.effect, w.wid, attrs)
+      local rows = attrs and qualifying_rows(w.wid, attrs, event.kind, event.source, keys)
+      if rows then
+        local reply = sub_reply(run, w.effect, w.wid, attrs, rows)
         local row = new_event_row(
           event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "held", run, w.effect, "1"
         )
         redis.call("HSET", K.payloads, event.eid, event.payload)
         hold(event.eid, row, run, w.effect, at)
-        park(run, w.wid, attrs, at)
+        park(run, w.wid, attrs, at, rows)
         return { "MATCHED", decimal(at), reply }
       end
     end

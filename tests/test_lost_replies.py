@@ -26,6 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from agentplane_redis import AsyncRedisStore, OutcomeUnknown, RedisStore, acl
+from agentplane_redis.drivers import ACK_BATCH
 from agentplane_redis.embedded import Cluster, Server, ServerUnavailable
 from agentplane_redis.keys import ROLES
 from agentplane_redis.scripts import catalogue
@@ -307,13 +308,17 @@ def test_a_different_call_after_outcome_unknown_runs_anew(rig):
 
 
 def test_received_replies_are_forgotten(rig):
-    """Each writing call names the tokens whose replies arrived; the server keeps about
-    one remembered reply per client."""
+    """Writing calls name the tokens whose replies arrived, ACK_BATCH at a time; the
+    server keeps at most ACK_BATCH remembered replies per client."""
     store = rig.store("acme", retries=0, direct=True)
+    replies = store.keys.key("replies")
+    sizes = []
     for i in range(50):
         store.events.buffer(ev(f"e{i}", "k/1"), at=at(i))
         store.timers.arm(timer("r", f"t{i}", i))
-    assert rig.raw.hlen(store.keys.key("replies")) == 1
+        sizes.append(rig.raw.hlen(replies))
+    assert max(sizes) <= ACK_BATCH + 1
+    assert min(sizes[ACK_BATCH:]) <= 2  # every ACK_BATCH calls, the received go at once
 
 
 def _stale(rig: Rig, replies: str, ages_h: Sequence[float], tag: str = "old") -> None:
@@ -330,7 +335,9 @@ def test_replies_nobody_acknowledged_are_forgotten_after_a_day(rig):
     store = rig.store("acme", retries=0, direct=True)
     replies = store.keys.key("replies")
     _stale(rig, replies, (25, 30, 23))
-    store.events.buffer(E1, at=at(0))  # four entries in all: the sample is all of them
+    # One call in four samples sixteen entries, here all of them.
+    for i in range(4):
+        store.events.buffer(ev(f"e{i}", "k/1"), at=at(0))
     left = {t.decode()[-6:] for t in rig.raw.hkeys(replies)}
     assert "old000" not in left
     assert "old001" not in left
@@ -354,7 +361,7 @@ def test_replies_of_the_earlier_layout_still_answer(rig):
 
 def test_a_backlog_of_stale_replies_is_forgotten_by_sampling(rig):
     """Sixty stale entries among fresh ones: the writing calls' samples find every one
-    (each call samples four; one left after 400 calls has odds below 1e-14)."""
+    (one call in four samples sixteen; one left after 400 calls has odds below 1e-9)."""
     store = rig.store("acme", retries=0, direct=True)
     replies = store.keys.key("replies")
     _stale(rig, replies, [24.5 + i / 10 for i in range(60)])

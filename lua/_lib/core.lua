@@ -6,9 +6,10 @@
 -- A writing script takes a call token (TOKEN, bound by the loader) and
 -- remembers its reply under it, so that a call re-sent after a lost reply
 -- answers what its first execution did ({"REPLAY", remembered}) instead of
--- running again. ACKS names tokens whose replies the client has received:
--- they are forgotten here. Whatever a vanished client never acknowledged is
--- forgotten once older than REPLY_HORIZON_MS of server time, found by sampling.
+-- running again. ACKS names tokens whose replies the client has received
+-- (gathered a few at a time): they are forgotten here. Whatever a vanished
+-- client never acknowledged is forgotten once older than REPLY_HORIZON_MS of
+-- server time, found by sampling.
 
 local function corrupt(what, id, detail)
   error({ agentplane_corrupt = what, id = id, detail = detail or "" }, 0)
@@ -24,8 +25,12 @@ local function printable(s)
 end
 
 local REPLY_HORIZON_MS = 86400000
--- Remembered replies each writing call samples for age, at random.
-local REPLY_SAMPLE = 4
+-- Every REPLY_SAMPLE_EVERY-th writing call samples REPLY_SAMPLE remembered
+-- replies for age, at random: four a call on average. (Calls are counted per
+-- library instance, so through the library one call in four samples; a call
+-- sent as a script counts from zero, so it always samples.)
+local REPLY_SAMPLE, REPLY_SAMPLE_EVERY = 16, 4
+local writes = 0
 -- The server's clock in ms, read at most once per script.
 local server_ms
 local function server_now()
@@ -61,9 +66,9 @@ local function serialize(v, out)
 end
 
 -- Remembers the reply, stamped with the server's instant; forgets the
--- acknowledged tokens, and those of a few remembered replies, sampled at random,
--- that are older than the horizon (an entry nobody acknowledges is sampled
--- again and again until it goes).
+-- acknowledged tokens, and those of remembered replies, sampled at random, that
+-- are older than the horizon (an entry nobody acknowledges is sampled again
+-- and again until it goes).
 local function remember(res)
   local now = server_now()
   redis.call("HSET", K.replies, TOKEN, string.format("%016.0f", now + 1e15) .. table.concat(serialize(res, {})))
@@ -73,6 +78,10 @@ local function remember(res)
       acked[#acked + 1] = ack
     end
     redis.call("HDEL", K.replies, unpack(acked))
+  end
+  writes = writes + 1
+  if writes % REPLY_SAMPLE_EVERY ~= 1 then
+    return
   end
   local sample = redis.call("HRANDFIELD", K.replies, REPLY_SAMPLE, "WITHVALUES")
   local cutoff, old = now - REPLY_HORIZON_MS, {}

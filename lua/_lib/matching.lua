@@ -100,9 +100,10 @@ local function elect(eid, f, at)
   if not run then
     return nil
   end
-  local reply = sub_reply(run, effect, wid, attrs)
+  local rows = key_rows(wid)
+  local reply = sub_reply(run, effect, wid, attrs, rows)
   hold(eid, f, run, effect, at)
-  park(run, wid, attrs, at)
+  park(run, wid, attrs, at, rows)
   return reply
 end
 

@@ -52,9 +52,10 @@ local function election_entry(attrs, nv, at, wid)
   return K.electable_by_sender, enc(attrs[W_KIND]) .. enc(attrs[W_FROM]) .. nv .. at .. wid
 end
 
--- Puts (add = true) or takes the wait's key rows in or out of the election indexes.
-local function electable_set(wid, attrs, add)
-  for _, row in ipairs(key_rows(wid)) do
+-- Puts (add = true) or takes the wait's key rows in or out of the election
+-- indexes; rows: its key_rows, when the caller has read them.
+local function electable_set(wid, attrs, add, rows)
+  for _, row in ipairs(rows or key_rows(wid)) do
     local key, m = election_entry(attrs, row.nv, row.at, wid)
     if add then
       redis.call("ZADD", key, 0, m)
@@ -93,8 +94,9 @@ local function register(run, wid, attrs, nv_list, at, electable)
   return in_force
 end
 
--- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait.
-local function park(run, wid, attrs, at)
+-- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait;
+-- rows: its key_rows, when the caller has read them.
+local function park(run, wid, attrs, at, rows)
   local had = is_marked(wid)
   redis.call("HSET", K.marks, wid, decimal(at))
   if had then
@@ -104,7 +106,7 @@ local function park(run, wid, attrs, at)
   local class = sealed and "S" or (attrs and "L" or "B")
   redis.call("ZADD", K.mark_index, 0, class .. wid)
   if attrs and not sealed then
-    electable_set(wid, attrs, false)
+    electable_set(wid, attrs, false, rows)
   end
 end
 
@@ -139,10 +141,11 @@ local function retire_wait(wid, attrs)
   return 1
 end
 
--- A Subscription reply: {run, effect, attributes row, {ns, value, ...}}, keys sorted.
-local function sub_reply(run, effect, wid, attrs)
+-- A Subscription reply: {run, effect, attributes row, {ns, value, ...}}, keys
+-- sorted; rows: the wait's key_rows, when the caller has read them.
+local function sub_reply(run, effect, wid, attrs, rows)
   local keys = {}
-  for _, row in ipairs(key_rows(wid)) do
+  for _, row in ipairs(rows or key_rows(wid)) do
     local parts = take(row.nv, 1, 2)
     keys[#keys + 1] = dec(parts[1])
     keys[#keys + 1] = dec(parts[2])
