@@ -32,6 +32,8 @@
 return guard(function()
   local at = instant_arg(ARGV[1])
   local sub = sub_args()
-  local attrs = wait_read(sub.wid)
-  return claim_reply(sub, attrs, at)
+  -- The wait's attributes are read only where a claim parks it anew.
+  return claim_reply(sub, function()
+    return wait_read(sub.wid)
+  end, at)
 end)

@@ -10,8 +10,15 @@ end
 
 -- claim_for: the event claimed for wait (run, effect), or nil (nothing written).
 -- kind, from and nv_list come from the caller's subscription; attrs are the
--- wait's stored attributes, or nil when it is not registered.
+-- wait's stored attributes, nil when it is not registered, or a function that
+-- reads them (called, before any write, only when the wait is not parked yet).
 local function claim(run, effect, wid, attrs, kind, from, nv_list, at)
+  local function attributes()
+    if type(attrs) == "function" then
+      attrs = attrs()
+    end
+    return attrs
+  end
   local held = redis.call("HGET", K.ledger, wid)
   if held then
     -- Own-claim recovery: the only event a wait holding a claim can get.
@@ -22,9 +29,10 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at)
     if f[E_KIND] ~= kind or (from ~= "" and f[E_SOURCE] ~= from) or not event_has_key(f, nv_set(nv_list)) then
       return nil
     end
+    local in_force = not is_marked(wid) and attributes() or nil
     f[E_CLAIMED] = decimal(at)
     local row = event_write(held, f)
-    park(run, wid, attrs, at)
+    park(run, wid, in_force, at)
     return held, f, row
   end
   if is_marked(wid) then
@@ -43,8 +51,9 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at)
       if not f or f[E_STATE] ~= "live" then
         corrupt("index", m, "live index names a row that is not live")
       end
+      local in_force = attributes()
       local row = hold(eid, f, run, effect, at)
-      park(run, wid, attrs, at)
+      park(run, wid, in_force, at)
       return eid, f, row
     end
   end

@@ -94,13 +94,12 @@ local function register(run, wid, attrs, nv_list, at, electable)
   return in_force
 end
 
--- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait;
--- rows: its key_rows, when the caller has read them.
+-- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait
+-- (a wait parked already needs none); rows: its key_rows, when the caller has
+-- read them.
 local function park(run, wid, attrs, at, rows)
-  local had = is_marked(wid)
-  redis.call("HSET", K.marks, wid, decimal(at))
-  if had then
-    return
+  if redis.call("HSET", K.marks, wid, decimal(at)) == 0 then
+    return -- parked already: only parked_at changes
   end
   local sealed = is_sealed(run)
   local class = sealed and "S" or (attrs and "L" or "B")
@@ -110,9 +109,11 @@ local function park(run, wid, attrs, at, rows)
   end
 end
 
+-- Clears the wait's mark; whether it had one.
 local function mark_clear(wid)
-  redis.call("HDEL", K.marks, wid)
+  local had = redis.call("HDEL", K.marks, wid) == 1
   redis.call("ZREM", K.mark_index, "L" .. wid, "B" .. wid, "S" .. wid)
+  return had
 end
 
 -- Clears the mark of a registered wait and makes it matchable again at its
@@ -127,15 +128,17 @@ end
 -- Removes the wait's key rows, index entries, attributes and mark.
 -- Returns 1 when the wait was registered, else 0.
 local function retire_wait(wid, attrs)
-  mark_clear(wid)
+  local parked = mark_clear(wid)
   if not attrs then
     return 0
   end
   for _, row in ipairs(key_rows(wid)) do
     redis.call("ZREM", K.wait_keys, wid .. row.nv .. row.at)
     redis.call("ZREM", K.wait_order, row.at .. wid .. row.nv)
-    local key, m = election_entry(attrs, row.nv, row.at, wid)
-    redis.call("ZREM", key, m)
+    if not parked then -- a parked wait's rows are out of the election indexes
+      local key, m = election_entry(attrs, row.nv, row.at, wid)
+      redis.call("ZREM", key, m)
+    end
   end
   redis.call("HDEL", K.waits, wid)
   return 1
