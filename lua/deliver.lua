@@ -47,7 +47,7 @@ return guard(function()
     local sub = sub_reply(run, effect, wid, attrs, rows)
     redis.call("HSET", K.payloads, event.eid, event.payload)
     hold(event.eid, f, run, effect, at)
-    park(run, wid, attrs, at, rows)
+    park(run, wid, attrs, at, rows, true)
     return { "RESUMED", decimal(at), sub }
   end
   if f[E_STATE] ~= "live" then

@@ -112,7 +112,7 @@ local function elect(eid, f, at)
   local rows = key_rows(wid)
   local reply = sub_reply(run, effect, wid, attrs, rows)
   hold(eid, f, run, effect, at)
-  park(run, wid, attrs, at, rows)
+  park(run, wid, attrs, at, rows, true)
   return reply
 end
 

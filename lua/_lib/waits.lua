@@ -96,12 +96,13 @@ end
 
 -- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait
 -- (a wait parked already needs none); rows: its key_rows, when the caller has
--- read them.
-local function park(run, wid, attrs, at, rows)
+-- read them; elected: the wait came from an election index, so its run is not
+-- sealed.
+local function park(run, wid, attrs, at, rows, elected)
   if redis.call("HSET", K.marks, wid, decimal(at)) == 0 then
     return -- parked already: only parked_at changes
   end
-  local sealed = is_sealed(run)
+  local sealed = not elected and is_sealed(run)
   local class = sealed and "S" or (attrs and "L" or "B")
   redis.call("ZADD", K.mark_index, 0, class .. wid)
   if attrs and not sealed then
