@@ -73,16 +73,23 @@ local function register(run, wid, attrs, nv_list, at, electable)
   local marked, sealed = is_marked(wid), is_sealed(run)
   local in_force = stored or attrs
   local at_key = instant_key(at)
+  local by_wid, by_time, elect_key, elect = {}, {}, nil, {}
   for _, nv in ipairs(nv_list) do
     local p = wid .. nv
-    if #with_prefix(K.wait_keys, p, 1) == 0 then
-      redis.call("ZADD", K.wait_keys, 0, p .. at_key)
-      redis.call("ZADD", K.wait_order, 0, at_key .. p)
+    -- A wait not stored has no key rows: they exist exactly while its attributes do.
+    if not stored or #with_prefix(K.wait_keys, p, 1) == 0 then
+      by_wid[#by_wid + 1] = p .. at_key
+      by_time[#by_time + 1] = at_key .. p
       if electable and not marked and not sealed then
         local key, m = election_entry(in_force, nv, at_key, wid)
-        redis.call("ZADD", key, 0, m)
+        elect_key, elect[#elect + 1] = key, m
       end
     end
+  end
+  zadd_all(K.wait_keys, by_wid)
+  zadd_all(K.wait_order, by_time)
+  if elect_key then
+    zadd_all(elect_key, elect)
   end
   if not stored then
     redis.call("HSET", K.waits, wid, pack(attrs))
