@@ -34,10 +34,11 @@ return guard(function()
   local sub = sub_args()
   -- Registered first (the ordering rule), but put up for election only if the
   -- search misses: a hit parks the wait at once.
-  local attrs = register(sub.run, sub.wid, sub.attrs, sub.nv, at, false)
-  local reply = claim_reply(sub, attrs, at)
-  if reply[1] == "MISS" and not is_marked(sub.wid) and not is_sealed(sub.run) then
-    electable_set(sub.wid, attrs, true)
+  local attrs, marked, sealed, added = register(sub.run, sub.wid, sub.attrs, sub.nv, at, false)
+  local reply = claim_reply(sub, attrs, at, marked)
+  -- A miss writes nothing, so marked and sealed still hold.
+  if reply[1] == "MISS" and not marked and not sealed then
+    elect_new(sub.wid, attrs, added, at)
   end
   return reply
 end)

@@ -11,8 +11,12 @@ end
 -- claim_for: the event claimed for wait (run, effect), or nil (nothing written).
 -- kind, from and nv_list come from the caller's subscription; attrs are the
 -- wait's stored attributes, nil when it is not registered, or a function that
--- reads them (called, before any write, only when the wait is not parked yet).
-local function claim(run, effect, wid, attrs, kind, from, nv_list, at)
+-- reads them (called, before any write, only when the wait is not parked yet);
+-- marked: whether the wait is parked, when the caller knows (nil: read here).
+local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked)
+  if marked == nil then
+    marked = is_marked(wid)
+  end
   local function attributes()
     if type(attrs) == "function" then
       attrs = attrs()
@@ -29,13 +33,13 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at)
     if f[E_KIND] ~= kind or (from ~= "" and f[E_SOURCE] ~= from) or not event_has_key(f, nv_set(nv_list)) then
       return nil
     end
-    local in_force = not is_marked(wid) and attributes() or nil
+    local in_force = not marked and attributes() or nil
     f[E_CLAIMED] = decimal(at)
     local row = event_write(held, f)
     park(run, wid, in_force, at)
     return held, f, row
   end
-  if is_marked(wid) then
+  if marked then
     return nil
   end
   local kind_c = enc(kind)
@@ -61,8 +65,8 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at)
 end
 
 -- claim_for's and wait's reply for the subscription of sub_args.
-local function claim_reply(sub, attrs, at)
-  local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at)
+local function claim_reply(sub, attrs, at, marked)
+  local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at, marked)
   if not eid then
     return { "MISS", decimal(at) }
   end
