@@ -173,27 +173,29 @@ def unlogged(client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]
     for i in range(n):
         store.events.subscribe(wait(base + i), at=at(i))
 
+    def each(call: Callable[[int], Any]) -> Callable[[], Any]:
+        return lambda: [call(i) for i in range(n)]
+
     def claim_all() -> None:
         while store.timers.claim_due(now=at(n), limit=128):
             pass
 
-    batches: dict[str, tuple[str, Callable[[int], Any]]] = {
-        "trivial script": ("evalsha", lambda i: client.evalsha(trivial, 0)),
-        "deliver": ("fcall", lambda i: store.events.deliver(event(base + i), at=at(i))),
-        "claim_for": ("fcall", lambda i: store.events.claim_for(wait(base + i), at=at(i))),
+    batches: dict[str, tuple[str, Callable[[], Any]]] = {
+        "trivial script": ("evalsha", each(lambda i: client.evalsha(trivial, 0))),
+        "deliver": ("fcall", each(lambda i: store.events.deliver(event(base + i), at=at(i)))),
+        "claim_for": ("fcall", each(lambda i: store.events.claim_for(wait(base + i), at=at(i)))),
         "unsubscribe": (
             "fcall",
-            lambda i: store.events.unsubscribe(f"run-{base + i}", "await-payment"),
+            each(lambda i: store.events.unsubscribe(f"run-{base + i}", "await-payment")),
         ),
-        "arm": ("fcall", lambda i: store.timers.arm(Timer(f"u-{i % 50}", f"t-{i}", at(i)))),
-        "claim_due": ("fcall", lambda i: claim_all() if i == 0 else None),
-        "disarm": ("fcall", lambda i: store.timers.disarm(f"u-{i % 50}", f"t-{i}")),
+        "arm": ("fcall", each(lambda i: store.timers.arm(Timer(f"u-{i % 50}", f"t-{i}", at(i))))),
+        "claim_due": ("fcall", claim_all),
+        "disarm": ("fcall", each(lambda i: store.timers.disarm(f"u-{i % 50}", f"t-{i}"))),
     }
     out, calls = {}, {}
-    for name, (command, call) in batches.items():
+    for name, (command, batch) in batches.items():
         client.config_resetstat()
-        for i in range(n):
-            call(i)
+        batch()
         stats = client.info("commandstats").get(f"cmdstat_{command}", {})
         calls[name] = int(stats.get("calls", 0))
         out[name] = float(stats.get("usec", 0)) / max(1, calls[name])

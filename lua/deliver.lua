@@ -38,16 +38,12 @@ return guard(function()
     -- A new event goes straight to the wait it resumes (held: it never enters
     -- the live indexes), or is buffered live.
     f = new_event_row(event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "held", "", "", "0")
-    local run, effect, wid, attrs = electee(f)
-    if not run then
+    local sub = elect(event.eid, f, at)
+    if not sub then
       insert_event(event, at, "live", "", "", "0")
       return { "BUFFERED", decimal(at) }
     end
-    local rows = key_rows(wid)
-    local sub = sub_reply(run, effect, wid, attrs, rows)
     redis.call("HSET", K.payloads, event.eid, event.payload)
-    hold(event.eid, f, run, effect, at)
-    park(run, wid, attrs, at, rows, true)
     return { "RESUMED", decimal(at), sub }
   end
   if f[E_STATE] ~= "live" then

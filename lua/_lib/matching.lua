@@ -106,8 +106,8 @@ local function electee(f)
   return nil
 end
 
--- Holds the live row eid for the elected wait and returns the wait's
--- Subscription reply, or nil (nothing written).
+-- Holds the row eid (live, or a new one not written yet) for the elected wait
+-- and returns the wait's Subscription reply, or nil (nothing written).
 local function elect(eid, f, at)
   local run, effect, wid, attrs = electee(f)
   if not run then

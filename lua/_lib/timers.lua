@@ -49,17 +49,6 @@ local function held_member(tid, f)
   return instant_key(tonumber(f[T_CLAIMED]) + tonumber(f[T_LEASE])) .. tid
 end
 
-local function timer_delete(tid, f)
-  local due = due_member(tid, f)
-  redis.call("HDEL", K.timers, tid)
-  redis.call("ZREM", K.timer_due, due)
-  redis.call("ZREM", K.timer_ready, due)
-  if f[T_CLAIMED] ~= "" then
-    redis.call("ZREM", K.timer_held, held_member(tid, f))
-  end
-  redis.call("ZREM", K.timer_run, tid)
-end
-
 -- Deletes many timers ({tid, f} each) with one command per structure.
 local function timers_delete(timers)
   local tids, dues, held = {}, {}, {}
@@ -74,6 +63,10 @@ local function timers_delete(timers)
   call_all("ZREM", K.timer_ready, dues)
   call_all("ZREM", K.timer_held, held)
   call_all("ZREM", K.timer_run, tids)
+end
+
+local function timer_delete(tid, f)
+  timers_delete({ { tid = tid, f = f } })
 end
 
 local function timer_reply(tid, f)

@@ -65,45 +65,6 @@ local function electable_set(wid, attrs, add, rows)
   end
 end
 
--- Adds the key rows the wait lacks (created_at = at); a new wait takes attrs.
--- Returns the attributes in force, whether the wait is marked, whether its run
--- is sealed, and the ns values of the rows it added. electable = false leaves
--- new rows out of the election indexes (the caller parks the wait next, or
--- puts them up with elect_new).
-local function register(run, wid, attrs, nv_list, at, electable)
-  local stored = wait_read(wid)
-  local marked, sealed = is_marked(wid), is_sealed(run)
-  local in_force = stored or attrs
-  local at_key = instant_key(at)
-  local by_wid, by_time, elect_key, elect, added = {}, {}, nil, {}, {}
-  for _, nv in ipairs(nv_list) do
-    local p = wid .. nv
-    -- A wait not stored has no key rows: they exist exactly while its attributes do.
-    if not stored or #with_prefix(K.wait_keys, p, 1) == 0 then
-      added[#added + 1] = nv
-      by_wid[#by_wid + 1] = p .. at_key
-      by_time[#by_time + 1] = at_key .. p
-      if electable and not marked and not sealed then
-        local key, m = election_entry(in_force, nv, at_key, wid)
-        elect_key, elect[#elect + 1] = key, m
-      end
-    end
-  end
-  zadd_all(K.wait_keys, by_wid)
-  zadd_all(K.wait_order, by_time)
-  if elect_key then
-    zadd_all(elect_key, elect)
-  end
-  if not stored then
-    redis.call("HSET", K.waits, wid, pack(attrs))
-    if marked and not sealed then
-      redis.call("ZREM", K.mark_index, "B" .. wid)
-      redis.call("ZADD", K.mark_index, 0, "L" .. wid)
-    end
-  end
-  return in_force, marked, sealed, added
-end
-
 -- Puts the key rows register added (ns values added, created_at = at) of an
 -- unparked wait of an unsealed run up for election; its older rows are up already.
 local function elect_new(wid, attrs, added, at)
@@ -114,6 +75,41 @@ local function elect_new(wid, attrs, added, at)
   if key then
     zadd_all(key, members)
   end
+end
+
+-- Adds the key rows the wait lacks (created_at = at); a new wait takes attrs.
+-- Returns the attributes in force, whether the wait is marked, whether its run
+-- is sealed, and the ns values of the rows it added. electable = false leaves
+-- new rows out of the election indexes (the caller parks the wait next, or
+-- puts them up with elect_new).
+local function register(run, wid, attrs, nv_list, at, electable)
+  local stored = wait_read(wid)
+  local marked, sealed = is_marked(wid), is_sealed(run)
+  local in_force = stored or attrs
+  local at_key = instant_key(at)
+  local by_wid, by_time, added = {}, {}, {}
+  for _, nv in ipairs(nv_list) do
+    local p = wid .. nv
+    -- A wait not stored has no key rows: they exist exactly while its attributes do.
+    if not stored or #with_prefix(K.wait_keys, p, 1) == 0 then
+      added[#added + 1] = nv
+      by_wid[#by_wid + 1] = p .. at_key
+      by_time[#by_time + 1] = at_key .. p
+    end
+  end
+  zadd_all(K.wait_keys, by_wid)
+  zadd_all(K.wait_order, by_time)
+  if electable and not marked and not sealed then
+    elect_new(wid, in_force, added, at)
+  end
+  if not stored then
+    redis.call("HSET", K.waits, wid, pack(attrs))
+    if marked and not sealed then
+      redis.call("ZREM", K.mark_index, "B" .. wid)
+      redis.call("ZADD", K.mark_index, 0, "L" .. wid)
+    end
+  end
+  return in_force, marked, sealed, added
 end
 
 -- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait
