@@ -105,7 +105,7 @@ local function unpack_row(s)
   local find, sub, byte = string.find, string.sub, string.byte
   while pos <= n do
     local _, c, digits = find(s, "^(%d+):", pos)
-    if not c then
+    if not c or (c - pos > 1 and byte(s, pos) == 48) then -- a length is written without leading zeros
       return nil
     end
     local stop = c + tonumber(digits)
