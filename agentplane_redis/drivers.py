@@ -7,13 +7,20 @@ off for its reply (``NEVER_DECODE``), so a client made with
 reach the codec, which reports them as ``CorruptRow``. When the server answers
 that the function is not there (a new server, ``FUNCTION FLUSH``, a restart
 without persistence) the driver loads the library with ``FUNCTION LOAD`` and
-sends the call again: safe, since it never ran. Where the library cannot be
+sends the call again: safe, since it never ran; should the function be gone
+again by then (another client flushing), that call is sent as its script, which
+cannot miss. Where the library cannot be
 loaded (a server without Functions, or a user whose ACL refuses ``FUNCTION
 LOAD`` and whose operator has not loaded it) the driver sends scripts from then
 on: ``EVALSHA``, and on ``NOSCRIPT`` once more as ``EVAL`` with the script's
 source, which cannot miss and caches the script again. ``functions=False``
 sends scripts from the start. An error the server raised inside a script keeps
 the class its code gives it (``OutOfMemoryError``, ``ReadOnlyError``, ...).
+
+**The wire.** On a plain, pooled ``redis.Redis`` the sync driver packs its calls
+itself and sends them on the client's own pool with the client's own retries
+(``wire.py``): the same commands and retries, less client time per call
+(``docs/performance.md``).
 
 **Lost replies.** A writing call carries a call token (``ops.Call``), and the
 script remembers its reply under it, so re-sending the call, as redis-py's own
@@ -89,6 +96,7 @@ from .acl import masters
 from .errors import DurabilityNotConfirmed, InvalidInput, OutcomeUnknown, ServerMisconfigured
 from .ops import Call, Context, Plan
 from .scripts import LuaLibrary, LuaScript, catalogue, library
+from .wire import wire_for
 
 try:
     from redis._parsers.base import BaseParser
@@ -426,8 +434,9 @@ class _Driver:
 
     def _head(self, script: LuaScript, by_source: bool = False) -> tuple[str, str]:
         """The command and name that call a script: ``FCALL`` of its function while
-        the library is in use, else ``EVALSHA`` (or ``EVAL`` with ``by_source``)."""
-        if self.library is not None:
+        the library is in use, else ``EVALSHA``; ``EVAL`` of its source with
+        ``by_source`` (a call whose function went missing again once loaded)."""
+        if self.library is not None and not by_source:
             return ("FCALL", self.library.functions[script.name])
         return _script(script, by_source)
 
@@ -528,6 +537,8 @@ class SyncDriver(_Driver):
         if inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
             raise InvalidInput("RedisStore needs a synchronous client; use AsyncRedisStore")
         super().__init__(client, ctx, durability, cluster_patience, functions)
+        #: Where calls go packed by the store (``wire.py``); None: through execute_command.
+        self._wire = None if self.cluster else wire_for(client)
         self.server = self.check()
 
     def _owner(self) -> tuple[str, Any]:
@@ -574,6 +585,11 @@ class SyncDriver(_Driver):
             return self._load_refused(error)
         return True
 
+    def _run(self, head: tuple[str, str], tail: tuple[Any, ...], options: dict[Any, Any]) -> Any:
+        if self._wire is not None:
+            return self._wire.call(head, tail)
+        return self.client.execute_command(*head, *tail, **options)
+
     def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         options: dict[Any, Any] = _RAW
         if self.cluster:  # routed to the slot's owner without asking for its keys
@@ -582,14 +598,18 @@ class SyncDriver(_Driver):
         try:
             if self.library is not None:
                 try:
-                    return self.client.execute_command(*self._head(script), *tail, **options)
+                    return self._run(self._head(script), tail, options)
                 except ResponseError as error:
                     if not _missing(error):
                         raise
                 if self.load_library():
-                    return self.client.execute_command(*self._head(script), *tail, **options)
+                    try:
+                        return self._run(self._head(script), tail, options)
+                    except ResponseError as error:  # gone again: this call sends its script
+                        if not _missing(error):
+                            raise
             try:
-                return self.client.execute_command("EVALSHA", script.sha, *tail, **options)
+                return self._run(("EVALSHA", script.sha), tail, options)
             except NoScriptError:  # not cached (restart, failover, flush): it never ran
                 return self.client.execute_command("EVAL", script.source, *tail, **options)
         except ResponseError as error:
@@ -603,13 +623,14 @@ class SyncDriver(_Driver):
             self._load_on(target)
             self._placed.add(where)
         by_source = self.library is None and script.sha not in self._sent
-        for _ in range(3):
+        for attempt in range(3):
             pipe = self._confirmed_pipeline(target, confirmation, script, tail, by_source)
             reply, ack = pipe.execute(raise_on_error=False)
             if by_source or not _missing(reply):
                 break
-            # not on the server (flushed, restarted, never loaded): nothing ran
-            by_source = not self._load_on(target)
+            # not on the server (flushed, restarted, never loaded): nothing ran. Gone
+            # again once loaded, the last try sends the script's source: it cannot miss.
+            by_source = attempt > 0 or not self._load_on(target)
         return self._settle(confirmation, script, reply, ack)
 
     def _send(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:
@@ -774,7 +795,13 @@ class AsyncDriver(_Driver):
                     if not _missing(error):
                         raise
                 if await self.load_library():
-                    return await self.client.execute_command(*self._head(script), *tail, **options)
+                    try:
+                        return await self.client.execute_command(
+                            *self._head(script), *tail, **options
+                        )
+                    except ResponseError as error:  # gone again: this call sends its script
+                        if not _missing(error):
+                            raise
             try:
                 return await self.client.execute_command("EVALSHA", script.sha, *tail, **options)
             except NoScriptError:  # not cached (restart, failover, flush): it never ran
@@ -790,13 +817,14 @@ class AsyncDriver(_Driver):
             await self._load_on(target)
             self._placed.add(where)
         by_source = self.library is None and script.sha not in self._sent
-        for _ in range(3):
+        for attempt in range(3):
             pipe = self._confirmed_pipeline(target, confirmation, script, tail, by_source)
             reply, ack = await pipe.execute(raise_on_error=False)
             if by_source or not _missing(reply):
                 break
-            # not on the server (flushed, restarted, never loaded): nothing ran
-            by_source = not await self._load_on(target)
+            # not on the server (flushed, restarted, never loaded): nothing ran. Gone
+            # again once loaded, the last try sends the script's source: it cannot miss.
+            by_source = attempt > 0 or not await self._load_on(target)
         return self._settle(confirmation, script, reply, ack)
 
     async def _send(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:

@@ -109,6 +109,27 @@ def test_acknowledged_pipelines_load_scripts_after_a_flush(start, functions):
     assert store.events.wait(sub("r", "w", "k/1"), at=at(1)).event.id == "e1"
 
 
+def test_an_acknowledged_write_whose_library_is_flushed_again_sends_its_script(start, monkeypatch):
+    """The library flushed again as soon as the pipeline loaded it: the last try sends
+    the script's source, which cannot miss, and the write is confirmed once."""
+    server = start("valkey", appendonly=True)
+    client = redis.Redis.from_url(server.url)
+    store = RedisStore(client, tenant="acme", durability="acknowledged")
+    driver = store._driver
+    real = driver._load_on
+
+    def load_then_flushed(target: Any) -> bool:
+        done = real(target)
+        client.function_flush()
+        return done
+
+    monkeypatch.setattr(driver, "_load_on", load_then_flushed)
+    client.function_flush()
+    assert store.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert not store.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert client.hlen(store.keys.key("events")) == 1
+
+
 @pytest.mark.parametrize("kind", ["valkey", "redis"])
 def test_a_server_restart_empties_the_script_cache_and_calls_go_on(start, kind):
     """After a restart (AOF on) the data is back and the next call reloads its script."""

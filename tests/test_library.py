@@ -3,6 +3,7 @@ so that two releases run side by side, and the scripts as the fallback."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import shutil
 from typing import Any
@@ -122,6 +123,40 @@ def test_a_function_flush_between_calls_is_handled(store, raw):
     raw.function_flush()
     life(store, 1)
     assert store._driver.library is not None
+
+
+def test_a_library_flushed_again_as_soon_as_loaded_still_serves_the_call(store, raw, monkeypatch):
+    """A FUNCTION FLUSH between the driver's load and its call again (another client
+    flushing over and over): the call is sent as its script, which cannot miss, and
+    the next call loads the library again."""
+    driver = store._driver
+    real = driver.load_library
+
+    def flush() -> None:
+        raw.function_flush()
+        raw.script_flush()
+
+    def load_then_flushed() -> Any:
+        loading = real()
+        if not inspect.isawaitable(loading):
+            flush()
+            return loading
+
+        async def then_flushed() -> bool:
+            done = await loading
+            flush()
+            return bool(done)
+
+        return then_flushed()
+
+    monkeypatch.setattr(driver, "load_library", load_then_flushed)
+    raw.function_flush()
+    life(store, 0)
+    monkeypatch.setattr(driver, "load_library", real)
+    raw.function_flush()
+    life(store, 1)
+    assert driver.library is not None
+    assert loaded(raw) == [driver.library.name]
 
 
 def test_functions_false_sends_scripts(make, raw):

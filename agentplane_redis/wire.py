@@ -1,0 +1,115 @@
+"""A script call sent over a plain client's own pool, packed by the store.
+
+redis-py's ``execute_command`` serves every command: it passes each argument
+through the client's encoder, looks at the command for its special cases and
+records its own metrics. A store's calls are all alike: ``FCALL`` (or
+``EVALSHA``) of a function whose name and keys are the same on every call of
+one operation, then strings and integers. So the sync driver of a plain,
+pooled ``redis.Redis`` packs the fixed head of each operation once, the rest
+of a call in one pass (arguments as UTF-8, as the contract's identifiers are),
+and sends it on a connection of the client's own pool with the client's own
+retry policy: a connection error or timeout disconnects the connection and
+sends the call again, as ``execute_command`` does (the call token makes that
+safe). The reply is read undecoded, as the driver asks of ``execute_command``.
+redis-py's own command metrics (OpenTelemetry) do not see these calls.
+
+A client this does not fit (a single-connection client, client-side caching,
+redis-py before 6.0, whose failure handling differs, a cluster, an asyncio
+client, anything that is not a ``redis.Redis``) keeps ``execute_command``:
+``wire_for`` answers None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+Arg = str | int | bytes
+
+
+def bulk(value: Arg) -> bytes:
+    """One argument as a RESP bulk string."""
+    if isinstance(value, str):
+        value = value.encode()
+    elif isinstance(value, int):
+        value = b"%d" % value
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def bulks(values: Sequence[Arg]) -> bytes:
+    return b"".join(map(bulk, values))
+
+
+def pack(args: Sequence[Arg]) -> bytes:
+    """A whole command, as redis-py would pack it."""
+    return b"*%d\r\n" % len(args) + bulks(args)
+
+
+def _major(version: str) -> int:
+    try:
+        return int(version.split(".", maxsplit=1)[0])
+    except ValueError:
+        return 0
+
+
+def wire_for(client: Any) -> Wire | None:
+    """A ``Wire`` on the client's pool, or None where ``execute_command`` must serve."""
+    if type(client).__module__.startswith("redis.asyncio") or not isinstance(client, redis.Redis):
+        return None
+    if _major(redis.__version__) < 6 or getattr(client, "connection", None) is not None:
+        return None
+    pool = getattr(client, "connection_pool", None)
+    if pool is None or getattr(pool, "cache", None) is not None:
+        return None
+    if not all(hasattr(pool, name) for name in ("get_connection", "release")):
+        return None
+    return Wire(pool)
+
+
+class Wire:
+    """Sends packed commands on connections of one pool."""
+
+    __slots__ = ("_prefixes", "pool")
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        #: For each call head (command, function, key count, keys): how many arguments
+        #: it is and its packed bytes.
+        self._prefixes: dict[tuple[Arg, ...], tuple[int, bytes]] = {}
+
+    def call(self, head: tuple[Arg, ...], tail: Sequence[Any]) -> Any:
+        """Sends ``*head, *tail``, where ``tail`` starts with the key count and the keys,
+        the same on every call with this head."""
+        known = self._prefixes.get(head)
+        fixed = 1 + tail[0]
+        if known is None:
+            known = self._prefixes[head] = (len(head) + fixed, bulks((*head, *tail[:fixed])))
+        count, prefix = known
+        rest = tail[fixed:]
+        return self.send(b"*%d\r\n%b%b" % (count + len(rest), prefix, bulks(rest)))
+
+    def send(self, packed: bytes) -> Any:
+        """The reply to one packed command, undecoded; errors raised as redis-py raises
+        them (a ``ResponseError`` the server answered, a ``ConnectionError`` once the
+        client's retries are spent)."""
+        pool = self.pool
+        conn = pool.get_connection()
+        try:
+            return conn.retry.call_with_retry(
+                lambda: _round_trip(conn, packed), lambda _error: conn.disconnect()
+            )
+        finally:
+            try:
+                reconnect = getattr(conn, "should_reconnect", None)
+                if reconnect is not None and reconnect():  # a server's maintenance notice
+                    conn.disconnect()
+                    conn.connect()
+            finally:
+                pool.release(conn)
+
+
+def _round_trip(conn: Any, packed: bytes) -> Any:
+    conn.send_packed_command([packed])
+    return conn.read_response(disable_decoding=True)
