@@ -96,7 +96,7 @@ from .acl import masters
 from .errors import DurabilityNotConfirmed, InvalidInput, OutcomeUnknown, ServerMisconfigured
 from .ops import Call, Context, Plan
 from .scripts import LuaLibrary, LuaScript, catalogue, library
-from .wire import wire_for
+from .wire import async_wire_for, wire_for
 
 try:
     from redis._parsers.base import BaseParser
@@ -710,6 +710,8 @@ class AsyncDriver(_Driver):
         super().__init__(client, ctx, durability, cluster_patience, functions)
         #: On a cluster: plain clients of the masters the slot had (acknowledged writes).
         self._owners: dict[str, Any] = {}
+        #: Where calls go packed by the store (``wire.py``); None: through execute_command.
+        self._wire = None if self.cluster else async_wire_for(client)
 
     def _owner(self) -> tuple[str, Any]:
         """On a cluster: the name and a plain client of the master serving the slot."""
@@ -782,6 +784,13 @@ class AsyncDriver(_Driver):
             return self._load_refused(error)
         return True
 
+    async def _run(
+        self, head: tuple[str, str], tail: tuple[Any, ...], options: dict[Any, Any]
+    ) -> Any:
+        if self._wire is not None:
+            return await self._wire.call(head, tail)
+        return await self.client.execute_command(*head, *tail, **options)
+
     async def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         options: dict[Any, Any] = _RAW
         if self.cluster:  # routed to the slot's owner without asking for its keys
@@ -790,20 +799,18 @@ class AsyncDriver(_Driver):
         try:
             if self.library is not None:
                 try:
-                    return await self.client.execute_command(*self._head(script), *tail, **options)
+                    return await self._run(self._head(script), tail, options)
                 except ResponseError as error:
                     if not _missing(error):
                         raise
                 if await self.load_library():
                     try:
-                        return await self.client.execute_command(
-                            *self._head(script), *tail, **options
-                        )
+                        return await self._run(self._head(script), tail, options)
                     except ResponseError as error:  # gone again: this call sends its script
                         if not _missing(error):
                             raise
             try:
-                return await self.client.execute_command("EVALSHA", script.sha, *tail, **options)
+                return await self._run(("EVALSHA", script.sha), tail, options)
             except NoScriptError:  # not cached (restart, failover, flush): it never ran
                 return await self.client.execute_command("EVAL", script.source, *tail, **options)
         except ResponseError as error:

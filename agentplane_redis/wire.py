@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
+import redis.asyncio
 
 Arg = str | int | bytes
 
@@ -54,18 +55,32 @@ def _major(version: str) -> int:
         return 0
 
 
-def wire_for(client: Any) -> Wire | None:
-    """A ``Wire`` on the client's pool, or None where ``execute_command`` must serve."""
-    if type(client).__module__.startswith("redis.asyncio") or not isinstance(client, redis.Redis):
+def _pool(client: Any, kind: type) -> Any:
+    """The pool of a plain pooled client of this kind, or None."""
+    if not isinstance(client, kind) or _major(redis.__version__) < 6:
         return None
-    if _major(redis.__version__) < 6 or getattr(client, "connection", None) is not None:
+    if getattr(client, "connection", None) is not None or getattr(
+        client, "single_connection_client", False
+    ):
         return None
     pool = getattr(client, "connection_pool", None)
     if pool is None or getattr(pool, "cache", None) is not None:
         return None
     if not all(hasattr(pool, name) for name in ("get_connection", "release")):
         return None
-    return Wire(pool)
+    return pool
+
+
+def wire_for(client: Any) -> Wire | None:
+    """A ``Wire`` on a sync client's pool, or None where ``execute_command`` must serve."""
+    pool = _pool(client, redis.Redis)
+    return None if pool is None else Wire(pool)
+
+
+def async_wire_for(client: Any) -> AsyncWire | None:
+    """An ``AsyncWire`` on an asyncio client's pool, or None."""
+    pool = _pool(client, redis.asyncio.Redis)
+    return None if pool is None else AsyncWire(pool)
 
 
 class Wire:
@@ -79,16 +94,19 @@ class Wire:
         #: it is and its packed bytes.
         self._prefixes: dict[tuple[Arg, ...], tuple[int, bytes]] = {}
 
-    def call(self, head: tuple[Arg, ...], tail: Sequence[Any]) -> Any:
-        """Sends ``*head, *tail``, where ``tail`` starts with the key count and the keys,
-        the same on every call with this head."""
+    def packed(self, head: tuple[Arg, ...], tail: Sequence[Any]) -> bytes:
+        """``*head, *tail`` packed, where ``tail`` starts with the key count and the
+        keys, the same on every call with this head."""
         known = self._prefixes.get(head)
         fixed = 1 + tail[0]
         if known is None:
             known = self._prefixes[head] = (len(head) + fixed, bulks((*head, *tail[:fixed])))
         count, prefix = known
         rest = tail[fixed:]
-        return self.send(b"*%d\r\n%b%b" % (count + len(rest), prefix, bulks(rest)))
+        return b"*%d\r\n%b%b" % (count + len(rest), prefix, bulks(rest))
+
+    def call(self, head: tuple[Arg, ...], tail: Sequence[Any]) -> Any:
+        return self.send(self.packed(head, tail))
 
     def send(self, packed: bytes) -> Any:
         """The reply to one packed command, undecoded; errors raised as redis-py raises
@@ -113,3 +131,27 @@ class Wire:
 def _round_trip(conn: Any, packed: bytes) -> Any:
     conn.send_packed_command([packed])
     return conn.read_response(disable_decoding=True)
+
+
+class AsyncWire(Wire):
+    """The same on an asyncio client's pool: ``call`` and ``send`` are awaited."""
+
+    __slots__ = ()
+
+    async def call(self, head: tuple[Arg, ...], tail: Sequence[Any]) -> Any:
+        return await self.send(self.packed(head, tail))
+
+    async def send(self, packed: bytes) -> Any:
+        pool = self.pool
+        conn = await pool.get_connection()
+        try:
+            return await conn.retry.call_with_retry(
+                lambda: _async_round_trip(conn, packed), lambda _error: conn.disconnect()
+            )
+        finally:
+            await pool.release(conn)
+
+
+async def _async_round_trip(conn: Any, packed: bytes) -> Any:
+    await conn.send_packed_command([packed])
+    return await conn.read_response(disable_decoding=True)

@@ -10,9 +10,10 @@ import pytest
 import redis
 import redis.asyncio
 
-from agentplane_redis import RedisStore, wire
-from agentplane_redis.wire import Wire, pack, wire_for
+from agentplane_redis import AsyncRedisStore, RedisStore
+from agentplane_redis.wire import AsyncWire, Wire, async_wire_for, pack, wire_for
 
+from conftest import Blocking
 from helpers import at, ev, sub, timer
 
 
@@ -51,11 +52,14 @@ def test_the_fixed_head_is_packed_once_and_the_rest_per_call():
 
 
 def test_which_clients_get_a_wire():
-    """A plain pooled client does; a single-connection client, an asyncio client and
-    a client with client-side caching keep execute_command."""
+    """A plain pooled client does, of its kind; a single-connection client and a client
+    with client-side caching keep execute_command."""
     assert isinstance(wire_for(fakeredis.FakeRedis()), Wire)
+    assert isinstance(async_wire_for(redis.asyncio.Redis()), AsyncWire)
     assert wire_for(fakeredis.FakeRedis(single_connection_client=True)) is None
+    assert async_wire_for(redis.asyncio.Redis(single_connection_client=True)) is None
     assert wire_for(redis.asyncio.Redis()) is None
+    assert async_wire_for(fakeredis.FakeRedis()) is None
     assert wire_for(object()) is None
     cached = fakeredis.FakeRedis()
     cached.connection_pool.cache = object()
@@ -74,19 +78,18 @@ def _life(store: Any) -> None:
     assert [t.effect for t in store.timers.claim_due(now=at(0), limit=1)] == ["t"]
 
 
-def test_a_sync_store_sends_its_calls_on_the_wire(backend, monkeypatch):
-    """On a single server every call of a sync store goes through its wire; on a
-    cluster, none (redis-py routes them)."""
-    if backend.flavour != "sync":
-        pytest.skip("the wire serves the sync driver")
+def test_a_store_sends_its_calls_on_the_wire(backend, monkeypatch):
+    """On a single server every call of a store goes through its wire; on a cluster,
+    none (redis-py routes them)."""
     sent: list[bytes] = []
-    real = wire.Wire.send
+    kind = AsyncWire if backend.flavour == "async" else Wire
+    real = kind.send
 
     def counted(self: Wire, packed: bytes) -> Any:
         sent.append(packed)
         return real(self, packed)
 
-    monkeypatch.setattr(wire.Wire, "send", counted)
+    monkeypatch.setattr(kind, "send", counted)
     store = backend.make(backend.tenant)
     _life(store)
     if backend.cluster:
@@ -99,10 +102,17 @@ def test_a_sync_store_sends_its_calls_on_the_wire(backend, monkeypatch):
 
 def test_a_single_connection_client_is_served_by_execute_command(backend):
     """A store on a single-connection client sends through execute_command, and works."""
-    if backend.flavour != "sync" or backend.cluster:
-        pytest.skip("a single server's sync client")
-    client = backend.sync_client(single_connection_client=True)
-    store = RedisStore(client, tenant=backend.tenant)
-    assert store._driver._wire is None
-    _life(store)
-    client.close()
+    if backend.cluster:
+        pytest.skip("a single server's client")
+    if backend.flavour == "sync":
+        client = backend.sync_client(single_connection_client=True)
+        store = RedisStore(client, tenant=backend.tenant)
+        assert store._driver._wire is None
+        _life(store)
+        client.close()
+        return
+    client = backend.async_client(single_connection_client=True)
+    astore = AsyncRedisStore(client, tenant=backend.tenant)
+    assert astore._driver._wire is None
+    _life(Blocking(astore, backend.loop))
+    backend.loop.run_until_complete(client.aclose())
