@@ -24,7 +24,8 @@ from .model import (
     Timer,
 )
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_UTC = timezone.utc
+EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
 _MS = timedelta(milliseconds=1)
 MAX_STEP = 2**32 - 1
 MAX_PAYLOAD_LIMIT = 512 * 1024 * 1024
@@ -47,6 +48,8 @@ DEFAULT_DEAD_REASON = "unclaimed"
 
 def ident(name: str, value: object) -> str:
     """A non-empty identifier encodable as UTF-8 (any content otherwise)."""
+    if type(value) is str and value and value.isascii():  # the usual case
+        return value
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be a str, not {type(value).__name__}")
     if not value:
@@ -66,6 +69,20 @@ def optional_ident(name: str, value: object) -> str:
 def instant(name: str, value: object) -> int:
     """Milliseconds since the epoch of an aware datetime, sub-millisecond digits dropped,
     within what a UTC datetime holds (an aware ``datetime.max`` west of UTC is not)."""
+    if type(value) is datetime and value.tzinfo is _UTC:  # the usual case: UTC already
+        ms = (value - EPOCH) // _MS  # one tzinfo: subtracted as it stands, never overflows
+    else:
+        ms = _instant_elsewhere(name, value)
+    if not MIN_INSTANT <= ms <= MAX_INSTANT:
+        raise InvalidInput(
+            f"{name} is outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999Z once in UTC"
+        )
+    return ms
+
+
+def _instant_elsewhere(name: str, value: object) -> int:
+    """``instant`` of anything but a UTC datetime: its offset taken off, refused where
+    it has none."""
     if not isinstance(value, datetime):
         raise InvalidInput(f"{name} must be a datetime, not {type(value).__name__}")
     try:
@@ -74,12 +91,7 @@ def instant(name: str, value: object) -> int:
         raise InvalidInput(f"{name} has a time zone that gives no offset: {bad}") from None
     if offset is None:
         raise InvalidInput(f"{name} must be timezone-aware")
-    ms = (value.replace(tzinfo=None) - EPOCH.replace(tzinfo=None) - offset) // _MS
-    if not MIN_INSTANT <= ms <= MAX_INSTANT:
-        raise InvalidInput(
-            f"{name} is outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999Z once in UTC"
-        )
-    return ms
+    return (value.replace(tzinfo=None) - EPOCH.replace(tzinfo=None) - offset) // _MS
 
 
 def to_datetime(ms: int) -> datetime:
@@ -205,15 +217,30 @@ def _check_json(value: object) -> int:
 _END = object()
 
 
+#: Compact JSON text, non-ASCII kept, non-finite floats refused (json.dumps's own).
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+#: What a flat payload's values may be without a walk (floats are walked: finiteness).
+_FLAT = frozenset({str, int, bool, type(None)})
+
+
+def _flat(value: object) -> bool:
+    """Whether the payload is a dict of str keys and scalar values: JSON, depth 1."""
+    return (
+        type(value) is dict
+        and all(type(k) is str for k in value)
+        and all(type(v) in _FLAT for v in value.values())
+    )
+
+
 def payload_text(value: JSON, max_bytes: int) -> str:
     """Compact UTF-8 JSON text of a payload, within the size limit, that json reads back."""
-    depth = _check_json(value)
+    depth = 1 if _flat(value) else _check_json(value)
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = _JSON.encode(value)
     except (ValueError, RecursionError) as bad:  # an int over the digit limit; deep nesting
         raise InvalidInput(f"payload cannot be encoded as JSON: {bad}") from None
     try:
-        size = len(text.encode("utf-8"))
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except UnicodeEncodeError:
         raise InvalidInput("payload holds a string with a lone surrogate") from None
     if size > max_bytes:

@@ -13,7 +13,7 @@ import functools
 import secrets
 import time
 from collections.abc import Generator, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, TypeAlias, TypeVar
 
@@ -74,10 +74,19 @@ class Context:
     timer_lease_ms: int = DEFAULT_TIMER_LEASE_MS
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
 
+    #: Each script's keys and whether it writes, once looked up.
+    _scripts: dict[str, tuple[tuple[str, ...], bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
     def call(self, script: str, args: Sequence[Arg]) -> Call:
         """One script call; a writing script's call carries a fresh call token."""
-        token = new_token() if catalogue()[script].writes else ""
-        return Call(script, script_keys(self.keys, script), tuple(args), token)
+        known = self._scripts.get(script)
+        if known is None:
+            known = (script_keys(self.keys, script), catalogue()[script].writes)
+            self._scripts[script] = known
+        keys, writes = known
+        return Call(script, keys, tuple(args), new_token() if writes else "")
 
     def at(self, name: str, value: datetime | None) -> str:
         """The instant argument of a script: the caller's, the local clock, or ""

@@ -30,17 +30,31 @@ import redis.asyncio
 Arg = str | int | bytes
 
 
+def _data(value: Arg) -> bytes:
+    """One argument's bytes: UTF-8 of a str, decimal digits of an int."""
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return b"%d" % value
+    raise TypeError(f"a command argument cannot be a {type(value).__name__}")
+
+
 def bulk(value: Arg) -> bytes:
     """One argument as a RESP bulk string."""
-    if isinstance(value, str):
-        value = value.encode()
-    elif isinstance(value, int):
-        value = b"%d" % value
-    return b"$%d\r\n%b\r\n" % (len(value), value)
+    data = _data(value)
+    return b"$%d\r\n%b\r\n" % (len(data), data)
 
 
 def bulks(values: Sequence[Arg]) -> bytes:
-    return b"".join(map(bulk, values))
+    """Arguments as RESP bulk strings, one after another (``bulk`` of each, with the
+    usual case, a str, inlined)."""
+    out = []
+    for value in values:
+        data = value.encode() if type(value) is str else _data(value)
+        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    return b"".join(out)
 
 
 def pack(args: Sequence[Arg]) -> bytes:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import hypothesis.strategies as st
 import pytest
 import redis
+from hypothesis import given, settings
 
 from agentplane_redis import (
     CorrelationKey,
@@ -19,6 +22,7 @@ from agentplane_redis import (
     RedisStore,
     Subscription,
     Timer,
+    codec,
 )
 
 from helpers import at, data, ev, sub, timer
@@ -371,3 +375,74 @@ def test_many_correlation_keys_collapse_in_first_given_order():
 
     keys = [CorrelationKey("n", str(i % 10_000)) for i in range(20_000)]
     assert codec.correlation(keys, required=True) == [("n", str(i)) for i in range(10_000)]
+
+
+# ---------------------------------------------------------------- the fast paths
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.datetimes(timezones=st.just(timezone.utc)),
+    st.integers(min_value=-23 * 60, max_value=23 * 60),
+)
+def test_a_utc_instant_reads_as_the_same_instant_in_any_zone(moment, minutes):
+    """A UTC datetime (read without its offset) and the same moment in another zone
+    (read through it) give the same milliseconds, or are refused alike."""
+    zone = timezone(timedelta(minutes=minutes))
+    try:
+        elsewhere = moment.astimezone(zone)
+    except OverflowError:  # the moment has no representation in that zone
+        return
+    try:
+        ms = codec.instant("at", moment)
+    except InvalidInput:
+        with pytest.raises(InvalidInput):
+            codec.instant("at", elsewhere)
+        return
+    assert codec.instant("at", elsewhere) == ms
+    assert codec.to_datetime(ms) == moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(),
+        st.one_of(st.none(), st.booleans(), st.integers(), st.text()),
+        max_size=8,
+    )
+)
+def test_a_flat_payload_is_encoded_as_the_general_walk_encodes_it(payload):
+    """A flat payload skips the walk; its text, and its refusal (a lone surrogate),
+    are what the walk and json.dumps give."""
+    assert codec._flat(payload)
+    try:
+        general = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        general.encode("utf-8")
+    except (UnicodeEncodeError, ValueError):
+        with pytest.raises(InvalidInput):
+            codec.payload_text(payload, 10**9)
+        return
+    assert codec._check_json(payload) == 1
+    assert codec.payload_text(payload, 10**9) == general
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{1: "a"}, {"a": 1.5}, {"a": [1]}, {"a": {"b": 1}}, {"a": math.nan}, {None: 1}],
+)
+def test_a_payload_that_is_not_flat_is_walked(payload):
+    assert not codec._flat(payload)
+
+
+def test_an_identifier_that_is_not_ascii_is_still_checked():
+    """The ASCII shortcut leaves other strings to the full check."""
+    assert codec.ident("id", "évt") == "évt"
+    with pytest.raises(InvalidInput):
+        codec.ident("id", LONE)
+    with pytest.raises(InvalidInput):
+        codec.ident("id", "")
+
+    class Named(str):
+        pass
+
+    assert codec.ident("id", Named("e1")) == "e1"
