@@ -21,11 +21,15 @@ client, anything that is not a ``redis.Redis``) keeps ``execute_command``:
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import redis
 import redis.asyncio
+from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 Arg = str | int | bytes
 
@@ -97,16 +101,62 @@ def async_wire_for(client: Any) -> AsyncWire | None:
     return None if pool is None else AsyncWire(pool)
 
 
-class Wire:
-    """Sends packed commands on connections of one pool."""
+#: A pool lends one of its connections to be kept between calls only when it has at
+#: least this many (redis-py's default is 100), so that what it lends never starves it.
+KEEP_FROM = 32
 
-    __slots__ = ("_prefixes", "pool")
+
+class _Kept:
+    """The one connection of a pool kept between calls, by every wire on that pool."""
+
+    __slots__ = ("__weakref__", "idle", "pid")
+
+    def __init__(self) -> None:
+        #: At most one connection (a list: its pop and append are atomic).
+        self.idle: list[Any] = []
+        self.pid = os.getpid()
+
+
+_KEPT: weakref.WeakKeyDictionary[Any, _Kept] = weakref.WeakKeyDictionary()
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept(pool: Any) -> _Kept | None:
+    """What a pool keeps between calls, or None for a pool that lends per call."""
+    if type(pool) is not redis.ConnectionPool or pool.max_connections < KEEP_FROM:
+        return None
+    with _KEPT_LOCK:
+        kept = _KEPT.get(pool)
+        if kept is None:
+            kept = _KEPT[pool] = _Kept()
+        return kept
+
+
+class Wire:
+    """Sends packed commands on connections of one pool.
+
+    Between calls the pool's connection last used is kept (one per pool, shared by
+    every store on it) instead of handed back: taking one from redis-py's pool and
+    giving it back costs as much client time as packing and reading a call. Before
+    it is used again the kept connection is checked as the pool checks the
+    connections it hands out (``can_read``: closed by the server, killed, or
+    something arrived unasked); if so, it is closed and the pool hands out a
+    connection anew. A call that fails in any other way than an error reply gives
+    its connection back to the pool closed. A process forked from one that used
+    the pool keeps nothing of its parent's. Only a plain ``ConnectionPool`` of at
+    least ``KEEP_FROM`` connections lends one so (a ``BlockingConnectionPool``
+    waits for what it lends, a Sentinel pool has its own idea of the master): any
+    other pool is asked on each call.
+    """
+
+    __slots__ = ("_kept", "_prefixes", "pool")
 
     def __init__(self, pool: Any) -> None:
         self.pool = pool
         #: For each call head (command, function, key count, keys): how many arguments
         #: it is and its packed bytes.
         self._prefixes: dict[tuple[Arg, ...], tuple[int, bytes]] = {}
+        self._kept = _kept(pool)
 
     def packed(self, head: tuple[Arg, ...], tail: Sequence[Any]) -> bytes:
         """``*head, *tail`` packed, where ``tail`` starts with the key count and the
@@ -126,20 +176,51 @@ class Wire:
         """The reply to one packed command, undecoded; errors raised as redis-py raises
         them (a ``ResponseError`` the server answered, a ``ConnectionError`` once the
         client's retries are spent)."""
-        pool = self.pool
-        conn = pool.get_connection()
+        conn = self._take()
         try:
-            return conn.retry.call_with_retry(
+            reply = conn.retry.call_with_retry(
                 lambda: _round_trip(conn, packed), lambda _error: conn.disconnect()
             )
-        finally:
-            try:
-                reconnect = getattr(conn, "should_reconnect", None)
-                if reconnect is not None and reconnect():  # a server's maintenance notice
-                    conn.disconnect()
-                    conn.connect()
-            finally:
-                pool.release(conn)
+        except ResponseError:  # an error reply, read whole: the connection is sound
+            self._give_back(conn)
+            raise
+        except BaseException:  # a reply may be half read: closed, and back to the pool
+            conn.disconnect()
+            self.pool.release(conn)
+            raise
+        self._give_back(conn)
+        return reply
+
+    def _take(self) -> Any:
+        kept = self._kept
+        if kept is None:
+            return self.pool.get_connection()
+        if kept.pid != os.getpid():  # a forked process: its parent's connection is not its own
+            kept.idle, kept.pid = [], os.getpid()
+        try:
+            conn = kept.idle.pop()
+        except IndexError:
+            return self.pool.get_connection()
+        try:
+            ready = conn.can_read(timeout=0)
+        except (ConnectionError, TimeoutError, OSError):
+            ready = True
+        if ready:  # closed, killed, or something arrived unasked: connected anew
+            conn.disconnect()
+            self.pool.release(conn)
+            return self.pool.get_connection()
+        return conn
+
+    def _give_back(self, conn: Any) -> None:
+        reconnect = getattr(conn, "should_reconnect", None)
+        if reconnect is not None and reconnect():  # a server's maintenance notice
+            conn.disconnect()
+            conn.connect()
+        kept = self._kept
+        if kept is not None and not kept.idle and kept.pid == os.getpid():
+            kept.idle.append(conn)
+        else:
+            self.pool.release(conn)
 
 
 def _round_trip(conn: Any, packed: bytes) -> Any:
