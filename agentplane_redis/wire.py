@@ -22,6 +22,7 @@ client, anything that is not a ``redis.Redis``) keeps ``execute_command``:
 from __future__ import annotations
 
 import os
+import select
 import threading
 import weakref
 from collections.abc import Sequence
@@ -201,11 +202,7 @@ class Wire:
             conn = kept.idle.pop()
         except IndexError:
             return self.pool.get_connection()
-        try:
-            ready = conn.can_read(timeout=0)
-        except (ConnectionError, TimeoutError, OSError):
-            ready = True
-        if ready:  # closed, killed, or something arrived unasked: connected anew
+        if _ready(conn):  # closed, killed, or something arrived unasked: connected anew
             conn.disconnect()
             self.pool.release(conn)
             return self.pool.get_connection()
@@ -217,10 +214,27 @@ class Wire:
             conn.disconnect()
             conn.connect()
         kept = self._kept
-        if kept is not None and not kept.idle and kept.pid == os.getpid():
+        if kept is not None and not kept.idle:
             kept.idle.append(conn)
         else:
             self.pool.release(conn)
+
+
+def _ready(conn: Any) -> bool:
+    """Whether an idle connection has something to read (a server's close, an
+    unasked message) or is closed: one ``select`` on its socket, or ``can_read``
+    where the socket is not a real one."""
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        return True
+    try:
+        return bool(select.select((sock,), (), (), 0)[0])
+    except (TypeError, ValueError, OSError):
+        pass
+    try:
+        return bool(conn.can_read(timeout=0))
+    except (ConnectionError, TimeoutError, OSError):
+        return True
 
 
 def _round_trip(conn: Any, packed: bytes) -> Any:

@@ -90,10 +90,27 @@ local function is_phase(s)
   return s == "forward" or s == "compensating"
 end
 
+-- "<n>:" for a length n. Converting a number to text goes through sprintf,
+-- which costs as much as a Redis command, so the usual lengths are remembered
+-- (for the library's lifetime; a script sent whole starts with none).
+local LENGTH = {}
+
+local function length_colon(n)
+  local s = LENGTH[n]
+  if not s then
+    s = string.format("%d:", n)
+    if n < 256 then
+      LENGTH[n] = s
+    end
+  end
+  return s
+end
+
 local function pack(f)
   local out = {}
   for i = 1, #f do
-    out[i] = string.format("%d:", #f[i]) .. f[i] .. ","
+    local s = f[i]
+    out[i] = length_colon(#s) .. s .. ","
   end
   return table.concat(out)
 end

@@ -53,14 +53,14 @@ end
 -- (agentplane_redis/codec.py reads it back.)
 local function serialize(v, out)
   if type(v) == "table" then
-    out[#out + 1] = "*" .. #v .. ":"
+    out[#out + 1] = "*" .. length_colon(#v)
     for i = 1, #v do
       serialize(v[i], out)
     end
   elseif type(v) == "number" then
     out[#out + 1] = ":" .. string.format("%.0f", v) .. ";"
   else
-    out[#out + 1] = "$" .. #v .. ":" .. v
+    out[#out + 1] = "$" .. length_colon(#v) .. v
   end
   return out
 end
