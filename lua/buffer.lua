@@ -8,7 +8,7 @@
 -- KEYS[6] replies: agentplane:{<tenant>}:reply
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
--- Returns: {"NEW", at} | {"SEEN", at}
+-- Returns: {"NEW"} | {"SEEN"}
 -- Errors: none
 
 --@include _lib/codec.lua
@@ -20,8 +20,8 @@ return guard(function()
   local event = event_args(2)
   -- Any existing row, whatever its state, is the same event: dedup holds until purge.
   if redis.call("HEXISTS", K.events, event.eid) == 1 then
-    return { "SEEN", decimal(at) }
+    return { "SEEN" }
   end
   insert_event(event, at, "live", "", "", "0")
-  return { "NEW", decimal(at) }
+  return { "NEW" }
 end)
