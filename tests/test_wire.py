@@ -3,8 +3,10 @@ with the client's own retries, and the clients it leaves to ``execute_command``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
+import uuid
 from typing import Any
 
 import fakeredis
@@ -104,63 +106,93 @@ def test_a_store_sends_its_calls_on_the_wire(backend, monkeypatch):
         assert all(p.startswith(b"*") and b"$5\r\nFCALL\r\n" in p for p in sent)
 
 
-def test_a_single_connection_client_is_served_by_execute_command(backend):
+@pytest.fixture(params=["redis7", "valkey8"])
+def single(request: pytest.FixtureRequest, servers: Any) -> Any:
+    """A real single server of the session: its URL (the tests use tenants and client
+    names of their own)."""
+    if request.param not in request.config.getoption("--backends").split(","):
+        pytest.skip(f"{request.param} not selected")
+    return servers.get(request.param).url
+
+
+def _named(url: str, **options: Any) -> tuple[redis.Redis, str]:
+    """A client whose connections carry a name of their own, and that name."""
+    name = f"wire-{uuid.uuid4().hex[:12]}"
+    return redis.Redis.from_url(url, client_name=name, **options), name
+
+
+def _connections(url: str, name: str) -> list[dict[str, Any]]:
+    admin = redis.Redis.from_url(url)
+    try:
+        return [c for c in admin.client_list() if c.get("name") == name]
+    finally:
+        admin.close()
+
+
+def _tenant() -> str:
+    return f"wire-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_single_connection_client_is_served_by_execute_command(single, flavour):
     """A store on a single-connection client sends through execute_command, and works."""
-    if backend.cluster:
-        pytest.skip("a single server's client")
-    if backend.flavour == "sync":
-        client = backend.sync_client(single_connection_client=True)
-        store = RedisStore(client, tenant=backend.tenant)
+    if flavour == "sync":
+        client = redis.Redis.from_url(single, single_connection_client=True)
+        store = RedisStore(client, tenant=_tenant())
         assert store._driver._wire is None
         _life(store)
         client.close()
         return
-    client = backend.async_client(single_connection_client=True)
-    astore = AsyncRedisStore(client, tenant=backend.tenant)
+    loop = asyncio.new_event_loop()
+    aclient = redis.asyncio.Redis.from_url(single, single_connection_client=True)
+    astore = AsyncRedisStore(aclient, tenant=_tenant())
     assert astore._driver._wire is None
-    _life(Blocking(astore, backend.loop))
-    backend.loop.run_until_complete(client.aclose())
+    _life(Blocking(astore, loop))
+    loop.run_until_complete(aclient.aclose())
+    loop.close()
+
+
+def test_a_single_connection_fake_client_is_served_by_execute_command():
+    client = fakeredis.FakeRedis(single_connection_client=True)
+    store = RedisStore(client, tenant="acme")
+    assert store._driver._wire is None
+    _life(store)
 
 
 # ---------------------------------------------------------------- the kept connection
 
 
-def _single_server(backend: Any) -> None:
-    if backend.flavour != "sync" or backend.cluster or backend.name == "fake":
-        pytest.skip("a single real server's sync client")
-
-
-def test_a_kept_connection_killed_between_calls_is_replaced_unseen(backend):
+def test_a_kept_connection_killed_between_calls_is_replaced_unseen(single):
     """CLIENT KILL of the kept connection between two calls: the next call is sent on
     a new connection, so even a client that never retries sees no error."""
-    _single_server(backend)
-    client = backend.sync_client(retry=Retry(NoBackoff(), 0))
-    store = RedisStore(client, tenant=backend.tenant)
+    client, name = _named(single, retry=Retry(NoBackoff(), 0))
+    store = RedisStore(client, tenant=_tenant())
     assert store.events.buffer(ev("e1", "k/1"), at=at(0))
     assert len(store._driver._wire._kept.idle) == 1
-    backend.raw.client_kill_filter(_type="normal", skipme=True)
+    (kept,) = _connections(single, name)
+    admin = redis.Redis.from_url(single)
+    assert admin.client_kill_filter(_id=kept["id"]) == 1
+    admin.close()
     assert store.events.buffer(ev("e2", "k/1"), at=at(1))
     assert store.events.stats().live == 2
     client.close()
 
 
-def test_a_closed_client_reconnects_on_its_next_call(backend):
-    _single_server(backend)
-    client = backend.sync_client()
-    store = RedisStore(client, tenant=backend.tenant)
+def test_a_closed_client_reconnects_on_its_next_call(single):
+    client = redis.Redis.from_url(single)
+    store = RedisStore(client, tenant=_tenant())
     assert store.events.buffer(ev("e1", "k/1"), at=at(0))
     client.connection_pool.disconnect()
     assert store.events.buffer(ev("e2", "k/1"), at=at(1))
     client.close()
 
 
-def test_other_pools_lend_a_connection_per_call(backend):
+def test_other_pools_lend_a_connection_per_call(single):
     """A BlockingConnectionPool's connection goes back after each call: with one
     connection in the pool, the client's own commands still get it between calls."""
-    _single_server(backend)
-    pool = redis.BlockingConnectionPool.from_url(backend.url, max_connections=1, timeout=1)
+    pool = redis.BlockingConnectionPool.from_url(single, max_connections=1, timeout=1)
     client = redis.Redis(connection_pool=pool)
-    store = RedisStore(client, tenant=backend.tenant)
+    store = RedisStore(client, tenant=_tenant())
     for i in range(3):
         assert store.events.buffer(ev(f"e{i}", "k/1"), at=at(i))
         assert client.ping()
@@ -168,12 +200,11 @@ def test_other_pools_lend_a_connection_per_call(backend):
     client.close()
 
 
-def test_threads_share_a_store_and_keep_at_most_one_connection(backend):
+def test_threads_share_a_store_and_keep_at_most_one_connection(single):
     """Eight threads call one store at once: every call answers its own, and between
     calls the wire keeps one connection (the others go back to the pool)."""
-    _single_server(backend)
-    client = backend.sync_client()
-    store = RedisStore(client, tenant=backend.tenant)
+    client = redis.Redis.from_url(single)
+    store = RedisStore(client, tenant=_tenant())
     errors: list[BaseException] = []
 
     def work(t: int) -> None:
@@ -195,35 +226,32 @@ def test_threads_share_a_store_and_keep_at_most_one_connection(backend):
     client.close()
 
 
-def test_stores_on_one_client_keep_one_connection_between_them(backend):
+def test_stores_on_one_client_keep_one_connection_between_them(single):
     """Two hundred short-lived stores on one client: the pool keeps one connection
     for them all, never one per store."""
-    _single_server(backend)
-    client = backend.sync_client()
-    for i in range(200):
-        store = RedisStore(client, tenant=f"{backend.tenant}-{i}")
+    client, name = _named(single)
+    for _ in range(200):
+        store = RedisStore(client, tenant=_tenant())
         assert store.events.buffer(ev("e1", "k/1"), at=at(0))
-    assert len(client.client_list()) <= 3  # the kept one, client_list's own, the test's
+    assert len(_connections(single, name)) <= 2  # the kept one, and one for INFO
     client.close()
 
 
-def test_a_small_pool_lends_per_call(backend):
+def test_a_small_pool_lends_per_call(single):
     """A pool of fewer than KEEP_FROM connections keeps none."""
-    _single_server(backend)
-    client = redis.Redis.from_url(backend.url, max_connections=KEEP_FROM - 1)
-    store = RedisStore(client, tenant=backend.tenant)
+    client = redis.Redis.from_url(single, max_connections=KEEP_FROM - 1)
+    store = RedisStore(client, tenant=_tenant())
     assert store.events.buffer(ev("e1", "k/1"), at=at(0))
     assert store._driver._wire._kept is None
     client.close()
 
 
-def test_a_forked_process_uses_a_connection_of_its_own(backend):
+def test_a_forked_process_uses_a_connection_of_its_own(single):
     """After fork, parent and child call the same store at once, the child buffering
     events stored before (each a duplicate) and the parent new ones: each gets its
     own replies, which a shared socket would mix."""
-    _single_server(backend)
-    client = backend.sync_client(socket_timeout=5, retry=Retry(NoBackoff(), 0))
-    store = RedisStore(client, tenant=backend.tenant)
+    client = redis.Redis.from_url(single, socket_timeout=5, retry=Retry(NoBackoff(), 0))
+    store = RedisStore(client, tenant=_tenant())
     for i in range(200):
         assert store.events.buffer(ev(f"c{i}", "k/1"), at=at(i))
     pid = os.fork()
