@@ -17,10 +17,10 @@ source, which cannot miss and caches the script again. ``functions=False``
 sends scripts from the start. An error the server raised inside a script keeps
 the class its code gives it (``OutOfMemoryError``, ``ReadOnlyError``, ...).
 
-**The wire.** On a plain, pooled ``redis.Redis`` the sync driver packs its calls
-itself and sends them on the client's own pool with the client's own retries
-(``wire.py``): the same commands and retries, less client time per call
-(``docs/performance.md``).
+**The wire.** On a plain, pooled ``redis.Redis`` (or ``redis.asyncio.Redis``) the
+driver packs its calls itself and sends them on the client's own pool with the
+client's own retries (``wire.py``): the same commands and retries, less client
+time per call (``docs/performance.md``).
 
 **Lost replies.** A writing call carries a call token (``ops.Call``), and the
 script remembers its reply under it, so re-sending the call, as redis-py's own

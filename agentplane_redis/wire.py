@@ -4,19 +4,20 @@ redis-py's ``execute_command`` serves every command: it passes each argument
 through the client's encoder, looks at the command for its special cases and
 records its own metrics. A store's calls are all alike: ``FCALL`` (or
 ``EVALSHA``) of a function whose name and keys are the same on every call of
-one operation, then strings and integers. So the sync driver of a plain,
-pooled ``redis.Redis`` packs the fixed head of each operation once, the rest
-of a call in one pass (arguments as UTF-8, as the contract's identifiers are),
-and sends it on a connection of the client's own pool with the client's own
-retry policy: a connection error or timeout disconnects the connection and
-sends the call again, as ``execute_command`` does (the call token makes that
-safe). The reply is read undecoded, as the driver asks of ``execute_command``.
+one operation, then strings and integers. So the driver of a plain, pooled
+``redis.Redis`` (``Wire``) or ``redis.asyncio.Redis`` (``AsyncWire``) packs
+the fixed head of each operation once, the rest of a call in one pass
+(arguments as UTF-8, as the contract's identifiers are), and sends it on a
+connection of the client's own pool with the client's own retry policy: a
+connection error or timeout disconnects the connection and sends the call
+again, as ``execute_command`` does (the call token makes that safe). The
+reply is read undecoded, as the driver asks of ``execute_command``.
 redis-py's own command metrics (OpenTelemetry) do not see these calls.
 
 A client this does not fit (a single-connection client, client-side caching,
-redis-py before 6.0, whose failure handling differs, a cluster, an asyncio
-client, anything that is not a ``redis.Redis``) keeps ``execute_command``:
-``wire_for`` answers None.
+redis-py before 6.0, whose failure handling differs, a cluster, anything that
+is neither a ``redis.Redis`` nor a ``redis.asyncio.Redis``) keeps
+``execute_command``: ``wire_for`` and ``async_wire_for`` answer None.
 """
 
 from __future__ import annotations
@@ -243,7 +244,8 @@ def _round_trip(conn: Any, packed: bytes) -> Any:
 
 
 class AsyncWire(Wire):
-    """The same on an asyncio client's pool: ``call`` and ``send`` are awaited."""
+    """The same on an asyncio client's pool: ``call`` and ``send`` are awaited, and a
+    connection is taken from the pool for each call (none is kept)."""
 
     __slots__ = ()
 
