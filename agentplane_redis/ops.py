@@ -9,7 +9,6 @@ Redis, and no clock is read for it.
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections.abc import Generator, Iterable, Sequence
@@ -98,7 +97,6 @@ class Context:
         return ""
 
 
-@functools.lru_cache(maxsize=4096)
 def script_keys(keys: TenantKeys, script: str) -> tuple[str, ...]:
     """The KEYS of one script for one tenant, in its header's order."""
     return tuple(keys.for_roles(catalogue()[script].roles))

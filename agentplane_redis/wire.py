@@ -47,15 +47,9 @@ def _data(value: Arg) -> bytes:
     raise TypeError(f"a command argument cannot be a {type(value).__name__}")
 
 
-def bulk(value: Arg) -> bytes:
-    """One argument as a RESP bulk string."""
-    data = _data(value)
-    return b"$%d\r\n%b\r\n" % (len(data), data)
-
-
 def bulks(values: Sequence[Arg]) -> bytes:
-    """Arguments as RESP bulk strings, one after another (``bulk`` of each, with the
-    usual case, a str, inlined)."""
+    """Arguments as RESP bulk strings, one after another (a str, the usual case,
+    encoded inline)."""
     out = []
     for value in values:
         data = value.encode() if type(value) is str else _data(value)
@@ -141,7 +135,7 @@ class Wire:
     every store on it) instead of handed back: taking one from redis-py's pool and
     giving it back costs as much client time as packing and reading a call. Before
     it is used again the kept connection is checked as the pool checks the
-    connections it hands out (``can_read``: closed by the server, killed, or
+    connections it hands out (``_ready``: closed by the server, killed, or
     something arrived unasked); if so, it is closed and the pool hands out a
     connection anew. A call that fails in any other way than an error reply gives
     its connection back to the pool closed. A process forked from one that used
