@@ -13,7 +13,9 @@ Runs, one after another on a throwaway server each:
   arq, saq and bullmq (installed into a venv of their own), against the
   4-process trivial-script ceiling;
 * ``contention.py``: 8 processes claiming on one hot correlation key, against
-  a WATCH/MULTI claim.
+  a WATCH/MULTI claim;
+* ``floor.py``: the targets next to the fewest entries per item and a sketch
+  of the life cycles with the fewest commands, measured on the same server.
 
 ``--quick`` runs each at a small size (a smoke test of the suite, minutes
 instead of most of an hour); the figures in ``docs/performance.md`` come from
@@ -38,12 +40,14 @@ FULL = {
     "flatness.py": ["--small", "1000", "--large", "1000000", "--calls", "300"],
     "drain.py": ["--jobs", "20000", "--processes", "4", "--runs", "3"],
     "contention.py": ["--events", "8000", "--processes", "8"],
+    "floor.py": ["--items", "100000", "--calls", "2000"],
 }
 QUICK = {
     "targets.py": ["--rows", "1000", "--items", "2000", "--calls", "300"],
     "flatness.py": ["--small", "1000", "--large", "20000", "--calls", "100"],
     "drain.py": ["--jobs", "4000", "--processes", "4", "--runs", "1"],
     "contention.py": ["--events", "1000", "--processes", "8"],
+    "floor.py": ["--items", "2000", "--calls", "300"],
 }
 
 

@@ -42,6 +42,22 @@ def test_targets_prints_every_figure_next_to_its_ceiling():
 
 
 @pytest.mark.real
+def test_floor_prints_the_sketches_and_the_fewest_entries_next_to_the_library():
+    out = run("floor.py", "--items", "300", "--calls", "100")
+    for row in (
+        "| trivial script (EVALSHA) |",
+        "| one HSET inside a function, beyond entering it |",
+        "| sketch: timer life |",
+        "| sketch without call tokens: event life |",
+        "| this library: event life |",
+        "| this library: timer life |",
+        "| armed timer | 150 |",
+        "| registered wait | 200 |",
+    ):
+        assert row in out
+
+
+@pytest.mark.real
 def test_flatness_and_contention_run_and_check_their_claims():
     flat = run("flatness.py", "--small", "200", "--large", "2000", "--calls", "20")
     for op in ("buffer", "deliver", "claim_for", "arm", "claim_due", "disarm"):

@@ -1,0 +1,464 @@
+"""How low a layout could go: the fewest entries and commands, measured next to the targets.
+
+    python benchmarks/floor.py [--server valkey|redis] [--items 100000] [--calls 2000]
+
+**Memory.** For each item of ``targets.py`` (the same identities, keys and
+instants), builds only the index entries the contract's operations cannot do
+without, each in its tightest encoding, and reads ``used_memory`` grown per
+item, next to the library's own items built in the same run:
+
+* an **armed timer**: one entry ordered by ``fire_at`` (``claim_due``'s walk,
+  ``pending``, ``next_due``; a sorted set of the timer's identity scored by
+  ``fire_at``, which also answers "is it armed?" through the set's own
+  dictionary) and one entry ordered by run (``armed``, ``disarm_run`` and
+  ``close`` cost in proportion to the run, section 7.2), whose member carries
+  the identity and the row (step, phase, case);
+* a **registered wait** (one key): its election entry (kind, key, registration
+  instant, identity: the order the search reads), its entry in registration
+  order (``waiting``) and one entry by identity, whose member carries the
+  row (kind, step, phase, case, instant, keys): the identity lookup and the
+  per-run walks;
+* a **buffered event** (one key), beyond its payload: its row with the payload
+  in one hash entry (the dedup identity, ``minter``, ``lookup``), and the three
+  orders the live row is searched and swept by: by kind and key, by kind,
+  sender and key (section 7.2: ``from_source`` forces no scan), and by age
+  (``sweep_unclaimed``).
+
+Instants inside members are 8 bytes (big-endian, offset), identifiers
+components as in ``docs/keys.md``, rows fields with a one-byte length. Each
+item has one entry in each order it is read by: packing many items into one
+value (a run's timers in one field, say) would make every write cost in
+proportion to the items sharing the value, which the flatness target rules
+out, and a tenant's fixed, small set of keys (contract 7.1) keeps every large
+structure in Redis's hash-table and skiplist encodings, where each entry
+costs its own pointers and allocations. So no layout stores these items in
+fewer or smaller entries.
+
+**Server time.** Loads a throwaway library of sketches (``SKETCH``): functions
+that keep the same orders up to date as the library does, with only the
+commands that takes on a layout chosen for few commands, and nothing else: no
+validation, no corruption checks, none of the contract's other cases. It
+measures each life cycle's mean server time per call (``INFO commandstats``,
+SLOWLOG off), as ``targets.py`` does for the library, with and without
+remembering replies (a call token checked and the reply kept, which the
+contract requires of a write in some form, sections 7.4 and 10), next to
+entering a function and one command inside one. The trivial script and the
+library's own life cycles are measured in the same rounds, which alternate,
+so the machine's drift falls on all alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from targets import PAYLOAD, TRIVIAL, at, event, memory, unlogged, wait
+
+from agentplane_redis import RedisStore
+from agentplane_redis.embedded import Server
+from agentplane_redis.keys import component, event_id, tuple_member
+
+#: Rounds of the time measurements; the figures are the medians.
+ROUNDS = 3
+PIPELINE = 1000
+#: The targets, as multiples of the trivial script and as bytes.
+TARGETS = {"event life": 15, "timer life": 6}
+MEMORY_TARGETS = {
+    "buffered event (beyond payload)": 250,
+    "armed timer": 150,
+    "registered wait": 200,
+}
+
+SKETCH = r"""#!lua name=agentplane_floor
+-- Sketches of the life cycles on a layout chosen for few commands. They
+-- validate nothing and handle only the path measured. KEYS: 1 replies, then
+-- the structures each names. The last ARGV is the call token, "" for none.
+
+local function seen(replies, token)
+  return token ~= "" and redis.call("HGET", replies, token)
+end
+
+local function keep(replies, token, reply)
+  if token ~= "" then
+    redis.call("HSET", replies, token, reply)
+  end
+  return reply
+end
+
+redis.register_function("trivial", function() return 1 end)
+redis.register_function("one_hset", function(k, a)
+  redis.call("HSET", k[1], a[1], a[2])
+  return 1
+end)
+redis.register_function("entered", function(k, a) return 1 end)
+
+-- Timers. KEYS: replies, rows (hash tid -> row), due (every timer by
+-- fire_at: pending, next_due), ready (unheld timers by fire_at: the walk),
+-- held (timers under a lease by expiry), run (tid: one run's timers).
+redis.register_function("arm", function(k, a)
+  local tid, fire_at, row, token = a[1], a[2], a[3], a[4]
+  if seen(k[1], token) then return "REPLAY" end
+  if redis.call("HSETNX", k[2], tid, fire_at .. row) == 0 then
+    return keep(k[1], token, "SEEN")
+  end
+  redis.call("ZADD", k[3], fire_at, tid)
+  redis.call("ZADD", k[4], fire_at, tid)
+  redis.call("ZADD", k[6], 0, tid)
+  return keep(k[1], token, "NEW")
+end)
+
+redis.register_function("claim_due", function(k, a)
+  local now, expiry, token = a[1], a[2], a[3]
+  if seen(k[1], token) then return {} end
+  local page = redis.call("ZRANGEBYSCORE", k[4], "-inf", now, "LIMIT", 0, 128)
+  if #page == 0 then return {} end
+  local held = {}
+  for i, tid in ipairs(page) do
+    held[2 * i - 1], held[2 * i] = expiry, tid
+  end
+  redis.call("ZREM", k[4], unpack(page))
+  redis.call("ZADD", k[5], unpack(held))
+  local rows = redis.call("HMGET", k[2], unpack(page))
+  keep(k[1], token, table.concat(rows, ","))
+  return rows
+end)
+
+redis.register_function("disarm", function(k, a)
+  local tid, token = a[1], a[2]
+  if seen(k[1], token) then return "REPLAY" end
+  if redis.call("HDEL", k[2], tid) == 0 then
+    return keep(k[1], token, "NONE")
+  end
+  redis.call("ZREM", k[3], tid)
+  redis.call("ZREM", k[4], tid)
+  redis.call("ZREM", k[5], tid)
+  redis.call("ZREM", k[6], tid)
+  return keep(k[1], token, "REMOVED")
+end)
+
+-- Events. KEYS: replies, events (hash eid -> row), payloads (hash eid ->
+-- payload), electable (kind key . instant . wid), ledger (hash wid -> eid),
+-- marks (hash wid -> parked_at), waits (hash wid -> row), wait_order (wid key
+-- by instant), consumed (eid by instant), ledger_by_run (wid . eid: one run's
+-- claims), mark_index (wid: the parked waits listed).
+redis.register_function("subscribe", function(k, a)
+  local wid, prefix, instant, row, token = a[1], a[2], a[3], a[4], a[5]
+  if seen(k[1], token) then return "REPLAY" end
+  redis.call("HSET", k[7], wid, row)
+  redis.call("ZADD", k[4], 0, prefix .. instant .. wid)
+  redis.call("ZADD", k[8], a[6], wid .. prefix)
+  return keep(k[1], token, "OK")
+end)
+
+redis.register_function("deliver", function(k, a)
+  local eid, prefix, row, payload, at, token = a[1], a[2], a[3], a[4], a[5], a[6]
+  if seen(k[1], token) then return "REPLAY" end
+  if redis.call("HEXISTS", k[2], eid) == 1 then
+    return keep(k[1], token, "DUPLICATE")
+  end
+  local found = redis.call("ZRANGEBYLEX", k[4], "[" .. prefix, "(" .. prefix .. "\255",
+    "LIMIT", 0, 1)
+  local wid = string.sub(found[1], #prefix + 9)
+  redis.call("ZREM", k[4], found[1])
+  redis.call("HSET", k[2], eid, row .. wid)
+  redis.call("HSET", k[3], eid, payload)
+  redis.call("HSET", k[5], wid, eid)
+  redis.call("ZADD", k[10], 0, wid .. eid)
+  redis.call("HSET", k[6], wid, at)
+  redis.call("ZADD", k[11], 0, wid)
+  return keep(k[1], token, "RESUMED" .. wid)
+end)
+
+redis.register_function("claim_for", function(k, a)
+  local wid, token = a[1], a[2]
+  if seen(k[1], token) then return "REPLAY" end
+  local eid = redis.call("HGET", k[5], wid)
+  local row = redis.call("HGET", k[2], eid)
+  local payload = redis.call("HGET", k[3], eid)
+  redis.call("HDEL", k[6], wid)
+  redis.call("ZREM", k[11], wid)
+  keep(k[1], token, row)
+  return { row, payload }
+end)
+
+redis.register_function("unsubscribe", function(k, a)
+  local wid, prefix, at, token = a[1], a[2], a[3], a[4]
+  if seen(k[1], token) then return "REPLAY" end
+  redis.call("HGET", k[7], wid)
+  redis.call("HDEL", k[7], wid)
+  redis.call("ZREM", k[8], wid .. prefix)
+  local eid = redis.call("HGET", k[5], wid)
+  redis.call("HDEL", k[5], wid)
+  redis.call("ZREM", k[10], wid .. eid)
+  redis.call("HSET", k[2], eid, "consumed")
+  redis.call("HDEL", k[3], eid)
+  redis.call("ZADD", k[9], at, eid)
+  return keep(k[1], token, "OK")
+end)
+"""
+
+TIMER_KEYS = [
+    f"floor:{{sketch}}:{name}" for name in ("reply", "timer", "due", "ready", "held", "run")
+]
+EVENT_KEYS = [
+    f"floor:{{sketch}}:{name}"
+    for name in (
+        "reply",
+        "event",
+        "payload",
+        "electable",
+        "ledger",
+        "mark",
+        "wait",
+        "wait_order",
+        "consumed",
+        "ledger_by_run",
+        "mark_index",
+    )
+]
+
+
+def instant(ms: int) -> bytes:
+    """8 bytes whose byte order is time order."""
+    return struct.pack(">Q", ms + 2**63)
+
+
+def row(*fields: bytes) -> bytes:
+    return b"".join(bytes([len(f)]) + f for f in fields)
+
+
+def ms(n: int) -> int:
+    return int(at(n).timestamp() * 1000)
+
+
+def filled(client: redis.Redis, items: int, add: Callable[[Any, int], None]) -> float:
+    """Bytes per item of ``used_memory`` grown by ``items`` of ``add``."""
+    client.flushall()
+    before = int(client.info("memory")["used_memory"])
+    pipe = client.pipeline(transaction=False)
+    for i in range(items):
+        add(pipe, i)
+        if i % PIPELINE == PIPELINE - 1:
+            pipe.execute()
+    pipe.execute()
+    return (int(client.info("memory")["used_memory"]) - before) / items
+
+
+def minimal_timer(pipe: Any, i: int) -> None:
+    tid = tuple_member([f"run-{i % 500}", f"t-{i}"])
+    pipe.zadd("floor:{m}:due", {tid: ms(i)})
+    pipe.zadd("floor:{m}:run", {tid + row(struct.pack(">I", 0), b"f", b""): 0})
+
+
+def minimal_wait(pipe: Any, i: int) -> None:
+    w = wait(i)
+    wid = tuple_member([w.run, w.effect])
+    key = component(w.correlation[0].namespace) + component(w.correlation[0].value)
+    kind = component(w.kind)
+    pipe.zadd("floor:{m}:electable", {kind + key + instant(ms(i)) + wid: 0})
+    pipe.zadd("floor:{m}:order", {wid + key: ms(i)})
+    attributes = row(w.kind.encode(), struct.pack(">I", 0), b"f", b"", b"", instant(ms(i)))
+    pipe.zadd("floor:{m}:wait", {wid + attributes + key: 0})
+
+
+def minimal_event(pipe: Any, i: int) -> None:
+    e = event(i)
+    eid = event_id(e.source, e.id)
+    key = component(e.correlation[0].namespace) + component(e.correlation[0].value)
+    kind = component(e.kind)
+    when = instant(ms(i))
+    payload = redis_payload()
+    # state, kind, received_at, minter (none), keys; then the payload
+    pipe.hset("floor:{m}:event", eid, row(b"l", e.kind.encode(), when, b"", key) + payload)
+    pipe.zadd("floor:{m}:live:key", {kind + key + when + eid: 0})
+    pipe.zadd("floor:{m}:live:sender", {kind + component(e.source) + key + when + eid: 0})
+    pipe.zadd("floor:{m}:live", {eid: ms(i)})
+
+
+def redis_payload() -> bytes:
+    return json.dumps(PAYLOAD, separators=(",", ":")).encode()
+
+
+def memory_floor(client: redis.Redis, items: int) -> dict[str, float]:
+    client.config_set("slowlog-log-slower-than", -1)
+    payload = len(redis_payload())
+    return {
+        "buffered event (beyond payload)": filled(client, items, minimal_event) - payload,
+        "armed timer": filled(client, items, minimal_timer),
+        "registered wait": filled(client, items, minimal_wait),
+    }
+
+
+def mean_fcall(client: redis.Redis, batch: Callable[[], Any]) -> tuple[float, int]:
+    """Mean server µs per FCALL of ``batch`` (SLOWLOG off), and how many calls."""
+    client.config_resetstat()
+    batch()
+    stats = client.info("commandstats").get("cmdstat_fcall", {})
+    calls = int(stats.get("calls", 0))
+    return float(stats.get("usec", 0)) / max(1, calls), calls
+
+
+def sketch_lives(client: redis.Redis, n: int, base: int, tokens: bool) -> dict[str, float]:
+    """Each life cycle of the sketches: mean µs per call, a timer's and an event's."""
+    token = (lambda op, i: f"{op}-{base + i}") if tokens else (lambda op, i: "")
+    tk, ek = TIMER_KEYS, EVENT_KEYS
+    tids = [tuple_member([f"run-{i % 50}", f"timer-{base + i}"]) for i in range(n)]
+    row_t = row(struct.pack(">I", 0), b"f", b"")
+    out: dict[str, float] = {}
+    out["arm"], _ = mean_fcall(
+        client,
+        lambda: [
+            client.fcall("arm", len(tk), *tk, tids[i], ms(i), row_t, token("a", i))
+            for i in range(n)
+        ],
+    )
+
+    def claim_all() -> None:
+        page = 0
+        while client.fcall("claim_due", len(tk), *tk, ms(n), ms(n) + 60_000, token("c", page)):
+            page += 1
+
+    claim, claims = mean_fcall(client, claim_all)
+    out["disarm"], _ = mean_fcall(
+        client,
+        lambda: [client.fcall("disarm", len(tk), *tk, tids[i], token("d", i)) for i in range(n)],
+    )
+    out["timer life"] = out["arm"] + claim * claims / n + out["disarm"]
+    waits = [wait(base + i) for i in range(n)]
+    events = [event(base + i) for i in range(n)]
+    wids = [tuple_member([w.run, w.effect]) for w in waits]
+    prefixes = [
+        component(w.kind)
+        + component(w.correlation[0].namespace)
+        + component(w.correlation[0].value)
+        for w in waits
+    ]
+    for i in range(n):  # registered before: not part of the event's life
+        client.fcall(
+            "subscribe", len(ek), *ek, wids[i], prefixes[i], instant(ms(i)), b"w", "", ms(i)
+        )
+    payload = redis_payload()
+    out["deliver"], _ = mean_fcall(
+        client,
+        lambda: [
+            client.fcall(
+                "deliver",
+                len(ek),
+                *ek,
+                event_id(events[i].source, events[i].id),
+                prefixes[i],
+                row(b"h", instant(ms(i))),
+                payload,
+                ms(i),
+                token("v", i),
+            )
+            for i in range(n)
+        ],
+    )
+    out["claim_for"], _ = mean_fcall(
+        client,
+        lambda: [client.fcall("claim_for", len(ek), *ek, wids[i], token("f", i)) for i in range(n)],
+    )
+    out["unsubscribe"], _ = mean_fcall(
+        client,
+        lambda: [
+            client.fcall("unsubscribe", len(ek), *ek, wids[i], prefixes[i], ms(i), token("u", i))
+            for i in range(n)
+        ],
+    )
+    out["event life"] = out["deliver"] + out["claim_for"] + out["unsubscribe"]
+    return out
+
+
+def parts(client: redis.Redis, n: int) -> dict[str, float]:
+    """Entering a function with an ``unsubscribe``'s 18 keys and 3 arguments, and one
+    ``HSET`` inside a function beyond entering it, mean µs per call."""
+    keys = [f"floor:{{sketch}}:k{i}" for i in range(18)]
+    entered, _ = mean_fcall(
+        client, lambda: [client.fcall("entered", 18, *keys, "run", "effect", "t") for _ in range(n)]
+    )
+    empty, _ = mean_fcall(client, lambda: [client.fcall("trivial", 0) for _ in range(n)])
+    hset, _ = mean_fcall(
+        client,
+        lambda: [client.fcall("one_hset", 1, keys[0], f"f{i % 100}", "v") for i in range(n)],
+    )
+    return {
+        "an empty function, no keys (FCALL)": empty,
+        "an empty function with 18 keys and 3 arguments": entered,
+        "one HSET inside a function, beyond entering it": hset - empty,
+    }
+
+
+def trivial_mean(client: redis.Redis, n: int) -> float:
+    sha = client.script_load(TRIVIAL)
+    client.config_resetstat()
+    for _ in range(n):
+        client.evalsha(sha, 0)
+    stats = client.info("commandstats").get("cmdstat_evalsha", {})
+    return float(stats.get("usec", 0)) / max(1, int(stats.get("calls", 0)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--server", choices=["valkey", "redis"], default="valkey")
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--calls", type=int, default=2_000)
+    args = parser.parse_args()
+    n = args.calls
+    with Server(args.server) as server:
+        client = redis.Redis.from_url(server.url)
+        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        print(f"{args.server} {version}; {n:,} calls per operation, {ROUNDS} rounds\n")
+        client.function_load(SKETCH, replace=True)
+        client.config_set("slowlog-log-slower-than", -1)
+        rounds: dict[str, list[float]] = {}
+
+        def note(name: str, us: float) -> None:
+            rounds.setdefault(name, []).append(us)
+
+        for r in range(ROUNDS):
+            base = (r + 1) * 10**6
+            note("trivial script (EVALSHA)", trivial_mean(client, n))
+            for name, us in parts(client, n).items():
+                note(name, us)
+            for name, us in sketch_lives(client, n, base, tokens=True).items():
+                note(f"sketch: {name}", us)
+            for name, us in sketch_lives(client, n, base + n, tokens=False).items():
+                note(f"sketch without call tokens: {name}", us)
+            store = RedisStore(client, tenant=f"floor-{r}")
+            ours = unlogged(client, store, n)
+            client.config_set("slowlog-log-slower-than", -1)
+            for name in ("deliver", "claim_for", "unsubscribe", "arm", "disarm"):
+                note(f"this library: {name}", ours[name])
+            note("this library: event life", ours["event life"])
+            note("this library: timer life", ours["timer life"])
+            note("trivial script (EVALSHA)", trivial_mean(client, n))
+        median = {name: statistics.median(v) for name, v in rounds.items()}
+        trivial = median["trivial script (EVALSHA)"]
+        print(
+            "| server time, mean per call (INFO commandstats), median of the rounds | µs"
+            " | times the trivial script | target |\n|---|---:|---:|---:|"
+        )
+        for name, us in median.items():
+            life = name.split(": ")[-1]
+            target = f"{TARGETS[life]} times" if life in TARGETS else ""
+            print(f"| {name} | {us:.1f} | {us / trivial:.1f} | {target} |")
+
+        floor = memory_floor(client, args.items)
+        client.flushall()
+        ours_memory = memory(client, args.items)
+        print(
+            f"\n| memory per item, {args.items:,} of each | target | fewest entries,"
+            " measured | this library |\n|---|---:|---:|---:|"
+        )
+        for name, size in floor.items():
+            print(f"| {name} | {MEMORY_TARGETS[name]} | {size:.0f} | {ours_memory[name]:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
