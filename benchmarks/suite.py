@@ -15,7 +15,9 @@ Runs, one after another on a throwaway server each:
 * ``contention.py``: 8 processes claiming on one hot correlation key, against
   a WATCH/MULTI claim;
 * ``floor.py``: the targets next to the fewest entries per item and a sketch
-  of the life cycles with the fewest commands, measured on the same server.
+  of the life cycles with the fewest commands, measured on the same server;
+* ``helpers.py``: the Lua work inside a step, the library's helpers timed in
+  loops (reading, checking and writing rows).
 
 ``--quick`` runs each at a small size (a smoke test of the suite, minutes
 instead of most of an hour); the figures in ``docs/performance.md`` come from
@@ -41,6 +43,7 @@ FULL = {
     "drain.py": ["--jobs", "20000", "--processes", "4", "--runs", "3"],
     "contention.py": ["--events", "8000", "--processes", "8"],
     "floor.py": ["--items", "100000", "--calls", "2000"],
+    "helpers.py": ["--calls", "2000"],
 }
 QUICK = {
     "targets.py": ["--rows", "1000", "--items", "2000", "--calls", "300"],
@@ -48,6 +51,7 @@ QUICK = {
     "drain.py": ["--jobs", "4000", "--processes", "4", "--runs", "1"],
     "contention.py": ["--events", "1000", "--processes", "8"],
     "floor.py": ["--items", "2000", "--calls", "300"],
+    "helpers.py": ["--calls", "200"],
 }
 
 

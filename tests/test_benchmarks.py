@@ -58,6 +58,18 @@ def test_floor_prints_the_sketches_and_the_fewest_entries_next_to_the_library():
 
 
 @pytest.mark.real
+def test_helpers_times_the_library_s_own_lua():
+    out = run("helpers.py", "--calls", "50", "--rounds", "1")
+    for row in (
+        "| read and check a timer row |",
+        "| read and check an event row |",
+        "| write an event row (16 fields) |",
+        "| split a timer id into run and effect |",
+    ):
+        assert row in out
+
+
+@pytest.mark.real
 def test_flatness_and_contention_run_and_check_their_claims():
     flat = run("flatness.py", "--small", "200", "--large", "2000", "--calls", "20")
     for op in ("buffer", "deliver", "claim_for", "arm", "claim_due", "disarm"):

@@ -115,17 +115,34 @@ local function pack(f)
   return table.concat(out)
 end
 
+-- A row field's length, by its digits, for the lengths below 256 seen so far:
+-- a table lookup instead of a pattern match and a conversion per field.
+-- Only digits checked below enter it, so a hit is a well-formed length.
+local LENGTH_OF = {}
+
 -- The fields of a netstring row, or nil when it is not one. (The hottest code
--- of the batch steps: one anchored find per field for its length.)
+-- of the batch steps: one plain find per field for its colon.)
 local function unpack_row(s)
   local f, pos, n, k = {}, 1, #s, 0
   local find, sub, byte = string.find, string.sub, string.byte
   while pos <= n do
-    local _, c, digits = find(s, "^(%d+):", pos)
-    if not c or (c - pos > 1 and byte(s, pos) == 48) then -- a length is written without leading zeros
+    local c = find(s, ":", pos, true)
+    if not c then
       return nil
     end
-    local stop = c + tonumber(digits)
+    local digits = sub(s, pos, c - 1)
+    local len = LENGTH_OF[digits]
+    if not len then
+      -- digits only, and written without leading zeros
+      if not find(digits, "^%d+$") or (c - pos > 1 and byte(s, pos) == 48) then
+        return nil
+      end
+      len = tonumber(digits)
+      if len < 256 then
+        LENGTH_OF[digits] = len
+      end
+    end
+    local stop = c + len
     if byte(s, stop + 1) ~= 44 then
       return nil
     end

@@ -132,9 +132,19 @@ end
 
 -- (run, effect) of an encoded wait or timer id.
 local function wid_parts(wid)
-  local parts, pos = take(wid, 1, 2)
-  if not parts or pos ~= #wid + 1 then
+  local find, sub = string.find, string.sub
+  local first = find(wid, TERM, 1, true)
+  local second = first and find(wid, TERM, first + 2, true)
+  if not second or second + 1 ~= #wid then
     corrupt("id", wid, "bad member")
   end
-  return dec(parts[1]), dec(parts[2])
+  local run, effect = sub(wid, 1, first - 1), sub(wid, first + 2, second - 1)
+  -- A NUL in either is written escaped; most identifiers hold none.
+  if find(run, "\0", 1, true) then
+    run = dec(run .. TERM)
+  end
+  if find(effect, "\0", 1, true) then
+    effect = dec(effect .. TERM)
+  end
+  return run, effect
 end

@@ -1,0 +1,91 @@
+"""The Lua work inside a step: the library's own helpers timed in loops, on a server of their own.
+
+    python benchmarks/helpers.py [--server valkey|redis] [--calls 2000] [--rounds 3]
+
+Loads the operations' library (``agentplane_redis.scripts.library()``) under
+a name of its own, with a few functions appended that run one helper 100
+times over a typical input (a timer row, a 16-field event row, a timer id),
+and reads each function's mean server time per call from ``INFO
+commandstats``. Each figure is the helper's cost per run, the empty loop's
+taken off, in microseconds: what reading, checking and writing rows costs a
+step besides its Redis commands. The median of ``--rounds`` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import redis
+
+from agentplane_redis.embedded import Server
+from agentplane_redis.scripts import library
+
+RUNS = 100
+TIMER_ROW = "2:t1,13:1767225600000,1:0,7:forward,0:,13:1767225600200,5:60000,"
+EVENT_ROW = (
+    "2:e1,4:live,6:stripe,5:evt_1,15:payment.settled,13:1767225600000,0:,0:,0:,0:,0:,0:,"
+    "1:0,1:0,5:order,3:A-1,"
+)
+#: helper -> the Lua it runs RUNS times (ROW, EROW, TID, FIELDS are its inputs).
+PIECES = {
+    "empty loop": "",
+    "read a timer row (7 fields)": "local f = unpack_row(ROW)",
+    "read and check a timer row": 'local f = timer_parse("t", ROW)',
+    "read an event row (16 fields)": "local f = unpack_row(EROW)",
+    "read and check an event row": 'local f = event_parse("e", EROW)',
+    "write an event row (16 fields)": "local s = pack(FIELDS)",
+    "split a timer id into run and effect": "local a, b = wid_parts(TID)",
+    "an instant as a member's 16 digits": "local s = instant_key(1767225600000)",
+}
+
+
+def source() -> str:
+    lib = library()
+    body = lib.source.replace(f"#!lua name={lib.name}", "#!lua name=agentplane_helpers", 1)
+    inputs = f"""
+local ROW = {TIMER_ROW!r}
+local EROW = {EVENT_ROW!r}
+local TID = "run-1\\0\\1t-101\\0\\1"
+local FIELDS = {{ "e1", "live", "stripe", "evt_1", "payment.settled", "1767225600000", "", "", "",
+  "", "", "", "0", "0", "order", "A-1" }}
+"""
+    loops = "\n".join(
+        f"redis.register_function('helper_{i}', function()"
+        f" for _ = 1, {RUNS} do {lua} end return 1 end)"
+        for i, lua in enumerate(PIECES.values())
+    )
+    return body + inputs + loops + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--server", choices=["valkey", "redis"], default="valkey")
+    parser.add_argument("--calls", type=int, default=2_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with Server(args.server) as server:
+        client = redis.Redis.from_url(server.url)
+        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        client.function_load(source())
+        client.config_set("slowlog-log-slower-than", -1)
+        means: dict[str, list[float]] = {name: [] for name in PIECES}
+        for _ in range(args.rounds):
+            for i, name in enumerate(PIECES):
+                client.config_resetstat()
+                for _ in range(args.calls):
+                    client.fcall(f"helper_{i}", 0)
+                stats = client.info("commandstats")["cmdstat_fcall"]
+                means[name].append(float(stats["usec"]) / int(stats["calls"]))
+        empty = statistics.median(means["empty loop"])
+        runs = f"{args.calls:,} calls of {RUNS} runs each, {args.rounds} rounds"
+        print(f"{args.server} {version}; {runs}")
+        print()
+        print("| helper, per run | µs |\n|---|---:|")
+        for name, values in means.items():
+            if name != "empty loop":
+                print(f"| {name} | {(statistics.median(values) - empty) / RUNS:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
