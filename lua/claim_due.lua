@@ -50,19 +50,26 @@ return guard(function()
     tids[i] = string.sub(m, INSTANT_WIDTH + 1)
     runs[i], effects[i] = wid_parts(tids[i])
   end
-  local rows, sealed = timers_read(tids, walked), hmget_all(K.seals, runs)
+  -- Rows are fetched in one command and read only as the walk reaches them: a
+  -- page with little room left reads no more than it hands out.
+  local raws, sealed, rows = hmget_all(K.timers, tids), hmget_all(K.seals, runs), {}
   local out = { "OK", decimal(now), "0", "", "", "" }
   -- What every timer claimed here gets: its claim, and its place in timer_held.
   local claimed_at, lease_ms, held_key = decimal(now), decimal(lease), instant_key(now + lease)
-  local written, taken, held, last = {}, {}, {}, 0
-  for i, f in ipairs(rows) do
+  local written, taken, held, retired, last = {}, {}, {}, {}, 0
+  for i = 1, #walked do
     if #taken == room then
       break
     end
     last = i
+    if not raws[i] then
+      corrupt("index", walked[i], "timer index names a timer that is gone")
+    end
+    local f = timer_parse(tids[i], raws[i])
+    rows[i] = f
     if sealed[i] then
       -- A sealed run's timer is retired, held or not, and does not count.
-      timer_delete(tids[i], f)
+      retired[#retired + 1] = { tid = tids[i], f = f }
     elseif f[T_CLAIMED] == "" or tonumber(f[T_CLAIMED]) + tonumber(f[T_LEASE]) <= now then
       f[T_CLAIMED], f[T_LEASE] = claimed_at, lease_ms
       local row = pack(f)
@@ -74,6 +81,10 @@ return guard(function()
     end
     -- Otherwise a lease live for this caller's clock (taken by a caller whose
     -- clock runs ahead) is passed over; the cursor resumes after it.
+  end
+  -- Written only now: a corrupt row met on the walk leaves nothing written.
+  if #retired > 0 then
+    timers_delete(retired)
   end
   if #taken > 0 then
     redis.call("HSET", K.timers, unpack(written))

@@ -182,3 +182,25 @@ def test_a_damaged_timer_is_refused(store, raw, index, value):
         with pytest.raises(CorruptRow):
             call()
         assert snapshot(raw) == before
+
+
+def test_a_corrupt_timer_after_a_sealed_one_leaves_the_walk_unwritten(store, raw):
+    """claim_due retires a sealed run's timers and claims others in one step; a corrupt
+    row met later on the same walk is refused before either is written."""
+    from helpers import timer
+
+    store.timers.arm(timer("sealed", "t", 0))
+    store.timers.arm(timer("r", "ok", 1))
+    store.timers.arm(timer("r", "bad", 2))
+    store.runs.seal("sealed")
+    key = store.keys.key("timers")
+    fields = unpack_row(raw.hget(key, tuple_member(("r", "bad"))))
+    fields[3] = b"Forward"
+    raw.hset(key, tuple_member(("r", "bad")), pack_row(fields))
+    before = snapshot(raw)
+    with pytest.raises(CorruptRow):
+        store.timers.claim_due(now=at(10))
+    assert snapshot(raw) == before
+    # A page with room for one reads only the timers it reaches.
+    assert [t.effect for t in store.timers.claim_due(now=at(10), limit=1)] == ["ok"]
+    assert store.timers.lookup("sealed", "t") is None
