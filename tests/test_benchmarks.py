@@ -58,6 +58,14 @@ def test_floor_prints_the_sketches_and_the_fewest_entries_next_to_the_library():
 
 
 @pytest.mark.real
+def test_server_time_prints_every_script_step():
+    out = run("server_time.py", "--events", "200")
+    for name in ("buffer", "deliver", "claim_due", "claim_due, limit=1", "disarm", "purge"):
+        assert f"\n{name} " in out
+    assert "worst p99:" in out
+
+
+@pytest.mark.real
 def test_helpers_times_the_library_s_own_lua():
     out = run("helpers.py", "--calls", "50", "--rounds", "1")
     for row in (
