@@ -211,14 +211,15 @@ class LuaLibrary:
 
 
 #: Where each operation's callback starts: the call's keys, token and arguments bound
-#: to the library's upvalues that the helpers read, and the clock read afresh.
-_ENTRY = """local function entry(op, roles, writes)
+#: to the library's upvalues that the helpers read, and the clock read afresh. Each
+#: operation names its keys by role with a table constructor of its own (``bind``),
+#: which Lua sizes once, instead of a table grown role by role.
+_ENTRY = """local function entry(op, bind, writes)
   return function(keys, args)
-    KEYS, K, server_ms = keys, {}, nil
-    for i = 1, #roles do
-      K[roles[i]] = keys[i]
-    end
-    if writes then
+    KEYS, K, server_ms = keys, bind(keys), nil
+    if writes and #args <= CHUNK then
+      TOKEN, ACKS, ARGV = args[1], args[2], { unpack(args, 3) }
+    elseif writes then
       TOKEN, ACKS, ARGV = args[1], args[2], {}
       for i = 3, #args do
         ARGV[i - 2] = args[i]
@@ -277,11 +278,12 @@ def build_library(
     ]
     registered = []
     for name, script in scripts.items():
-        roles = ", ".join(f'"{role}"' for role in script.roles)
+        roles = ", ".join(f"{role} = keys[{i}]" for i, role in enumerate(script.roles, 1))
+        bind = f"function(keys) return {{ {roles} }} end"
         flags = "" if script.writes else ', flags = { "no-writes" }'
         registered.append(
             f"redis.register_function({{ function_name = '{prefix}_{_VERSION}_{name}', callback"
-            f" = entry(OPS[{name!r}], {{ {roles} }}, {str(script.writes).lower()}){flags} }})"
+            f" = entry(OPS[{name!r}], {bind}, {str(script.writes).lower()}){flags} }})"
         )
     source = "\n\n".join(
         [

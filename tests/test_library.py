@@ -266,3 +266,15 @@ def test_the_cli_loads_lists_and_deletes_libraries(start, tmp_path, monkeypatch)
     out = runner.invoke(cli.main, ["--url", server.url, "library", "--delete-others"])
     assert out.exit_code == 0, out.output
     assert loaded(admin) == [library().name]
+
+
+@pytest.mark.parametrize("n", [1, 9000])
+def test_a_write_with_more_arguments_than_lua_unpacks_at_once(store, n):
+    """A writing call's arguments reach its function whole, one or thousands (close
+    names every unanswered effect): long lists are copied without unpack, which Lua
+    5.1 refuses past a few thousand values."""
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    assert store.events.wait(sub("r", f"w{n - 1}", "k/1"), at=at(1)).event.id == "e1"
+    closed = store.runs.close("r", [f"w{i}" for i in range(n)])
+    assert [e.id for e in closed.retired.released] == ["e1"]
+    assert closed.retired.waits == 1
