@@ -19,7 +19,7 @@ import statistics
 import redis
 
 from agentplane_redis.embedded import Server
-from agentplane_redis.scripts import library
+from agentplane_redis.scripts import catalogue, library
 
 RUNS = 100
 TIMER_ROW = "2:t1,13:1767225600000,1:0,7:forward,0:,13:1767225600200,5:60000,"
@@ -37,18 +37,39 @@ PIECES = {
     "write an event row (16 fields)": "local s = pack(FIELDS)",
     "split a timer id into run and effect": "local a, b = wid_parts(TID)",
     "an instant as a member's 16 digits": "local s = instant_key(1767225600000)",
+    "enter deliver's function (18 keys by role, 12 arguments)": "ENTER(KEYS18, ARGS12)",
+    "the same, keys set role by role into a growing table": "BY_ROLES(KEYS18, ARGS12)",
 }
 
 
 def source() -> str:
     lib = library()
     body = lib.source.replace(f"#!lua name={lib.name}", "#!lua name=agentplane_helpers", 1)
+    roles = catalogue()["deliver"].roles
+    bind = ", ".join(f"{role} = keys[{i}]" for i, role in enumerate(roles, 1))
+    names = ", ".join(f'"{role}"' for role in roles)
+    keys = ", ".join(f'"agentplane:{{bench}}:{role}"' for role in roles)
     inputs = f"""
 local ROW = {TIMER_ROW!r}
 local EROW = {EVENT_ROW!r}
 local TID = "run-1\\0\\1t-101\\0\\1"
 local FIELDS = {{ "e1", "live", "stripe", "evt_1", "payment.settled", "1767225600000", "", "", "",
   "", "", "", "0", "0", "order", "A-1" }}
+local KEYS18 = {{ {keys} }}
+local ARGS12 = {{ "1797000000000abcdef0123456789", "", "1767225600000", "stripe", "evt_1",
+  "payment.settled", "{{}}", "", "", "order", "A-1", "" }}
+local ENTER = entry(function() return 1 end, function(keys) return {{ {bind} }} end, true)
+local ROLES = {{ {names} }}
+local function BY_ROLES(keys, args)
+  local bound, copied = {{}}, {{}}
+  for i = 1, #ROLES do
+    bound[ROLES[i]] = keys[i]
+  end
+  for i = 3, #args do
+    copied[i - 2] = args[i]
+  end
+  return bound, copied
+end
 """
     loops = "\n".join(
         f"redis.register_function('helper_{i}', function()"
