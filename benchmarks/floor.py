@@ -294,6 +294,28 @@ def memory_floor(client: redis.Redis, items: int) -> dict[str, float]:
     }
 
 
+def entry_sizes(client: redis.Redis, items: int) -> dict[str, float]:
+    """What one entry costs in a large structure, by member size."""
+    client.config_set("slowlog-log-slower-than", -1)
+    return {
+        "sorted-set entry, 8-byte member": filled(
+            client, items, lambda p, i: p.zadd("floor:{m}:z", {instant(i): i})
+        ),
+        "sorted-set entry, a timer's id (run-…, t-…) as member": filled(
+            client,
+            items,
+            lambda p, i: p.zadd("floor:{m}:z", {tuple_member([f"run-{i % 500}", f"t-{i}"]): i}),
+        ),
+        "hash entry, a timer's id to 8 bytes": filled(
+            client,
+            items,
+            lambda p, i: p.hset(
+                "floor:{m}:h", tuple_member([f"run-{i % 500}", f"t-{i}"]), "12345678"
+            ),
+        ),
+    }
+
+
 def mean_fcall(client: redis.Redis, batch: Callable[[], Any]) -> tuple[float, int]:
     """Mean server µs per FCALL of ``batch`` (SLOWLOG off), and how many calls."""
     client.config_resetstat()
@@ -458,6 +480,9 @@ def main() -> None:
         )
         for name, size in floor.items():
             print(f"| {name} | {MEMORY_TARGETS[name]} | {size:.0f} | {ours_memory[name]:.0f} |")
+        print(f"\n| one entry, {args.items:,} of them | bytes |\n|---|---:|")
+        for name, size in entry_sizes(client, args.items).items():
+            print(f"| {name} | {size:.0f} |")
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ def test_floor_prints_the_sketches_and_the_fewest_entries_next_to_the_library():
         "| this library: timer life |",
         "| armed timer | 150 |",
         "| registered wait | 200 |",
+        "| sorted-set entry, 8-byte member |",
     )
 
 
