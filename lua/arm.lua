@@ -22,14 +22,15 @@
 return guard(function()
   local run, effect, fire_at = ARGV[1], ARGV[2], ARGV[3]
   local tid = enc(run) .. enc(effect)
-  -- A replayed run re-arms: the first arming's fire_at and claim stay.
-  if redis.call("HEXISTS", K.timers, tid) == 1 then
+  -- A replayed run re-arms: the first arming's fire_at and claim stay. timer_run
+  -- names every armed timer, so adding to it only where absent is the check.
+  if redis.call("ZADD", K.timer_run, "NX", 0, tid) == 0 then
     return { "SEEN" }
   end
   local f = { "t1", fire_at, ARGV[4], ARGV[5], ARGV[6], "", "" }
+  local member = due_member(tid, f)
   redis.call("HSET", K.timers, tid, pack(f))
-  redis.call("ZADD", K.timer_due, 0, due_member(tid, f))
-  redis.call("ZADD", K.timer_ready, 0, due_member(tid, f))
-  redis.call("ZADD", K.timer_run, 0, tid)
+  redis.call("ZADD", K.timer_due, 0, member)
+  redis.call("ZADD", K.timer_ready, 0, member)
   return { "NEW" }
 end)
