@@ -217,12 +217,15 @@ class LuaLibrary:
 _ENTRY = """local function entry(op, bind, writes)
   return function(keys, args)
     KEYS, K, server_ms = keys, bind(keys), nil
-    if writes and #args <= CHUNK then
-      TOKEN, ACKS, ARGV = args[1], args[2], { unpack(args, 3) }
-    elseif writes then
-      TOKEN, ACKS, ARGV = args[1], args[2], {}
-      for i = 3, #args do
-        ARGV[i - 2] = args[i]
+    if writes then
+      TOKEN, ACKS = args[1], args[2]
+      if #args <= CHUNK then
+        ARGV = { unpack(args, 3) }
+      else -- past what Lua 5.1 unpacks at once
+        ARGV = {}
+        for i = 3, #args do
+          ARGV[i - 2] = args[i]
+        end
       end
     else
       TOKEN, ACKS, ARGV = nil, nil, args

@@ -57,7 +57,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from targets import PAYLOAD, TRIVIAL, at, event, memory, unlogged, wait
+from targets import PAYLOAD, TRIVIAL, at, event, memory, server_mean, unlogged, wait
 
 from agentplane_redis import RedisStore
 from agentplane_redis.embedded import Server
@@ -95,7 +95,6 @@ redis.register_function("one_hset", function(k, a)
   redis.call("HSET", k[1], a[1], a[2])
   return 1
 end)
-redis.register_function("entered", function(k, a) return 1 end)
 
 -- Timers. KEYS: replies, rows (hash tid -> row), due (every timer by
 -- fire_at: pending, next_due), ready (unheld timers by fire_at: the walk),
@@ -223,6 +222,12 @@ EVENT_KEYS = [
 ]
 
 
+def election_prefix(w: Any) -> bytes:
+    """A wait's kind and (first) key, as its election entries begin."""
+    key = w.correlation[0]
+    return component(w.kind) + component(key.namespace) + component(key.value)
+
+
 def instant(ms: int) -> bytes:
     """8 bytes whose byte order is time order."""
     return struct.pack(">Q", ms + 2**63)
@@ -234,6 +239,10 @@ def row(*fields: bytes) -> bytes:
 
 def ms(n: int) -> int:
     return int(at(n).timestamp() * 1000)
+
+
+#: A timer's step (4 bytes), phase and case, in the sketches' rows.
+TIMER_ROW = row(struct.pack(">I", 0), b"f", b"")
 
 
 def filled(client: redis.Redis, items: int, add: Callable[[Any, int], None]) -> float:
@@ -252,15 +261,14 @@ def filled(client: redis.Redis, items: int, add: Callable[[Any, int], None]) -> 
 def minimal_timer(pipe: Any, i: int) -> None:
     tid = tuple_member([f"run-{i % 500}", f"t-{i}"])
     pipe.zadd("floor:{m}:due", {tid: ms(i)})
-    pipe.zadd("floor:{m}:run", {tid + row(struct.pack(">I", 0), b"f", b""): 0})
+    pipe.zadd("floor:{m}:run", {tid + TIMER_ROW: 0})
 
 
 def minimal_wait(pipe: Any, i: int) -> None:
     w = wait(i)
     wid = tuple_member([w.run, w.effect])
     key = component(w.correlation[0].namespace) + component(w.correlation[0].value)
-    kind = component(w.kind)
-    pipe.zadd("floor:{m}:electable", {kind + key + instant(ms(i)) + wid: 0})
+    pipe.zadd("floor:{m}:electable", {election_prefix(w) + instant(ms(i)) + wid: 0})
     pipe.zadd("floor:{m}:order", {wid + key: ms(i)})
     attributes = row(w.kind.encode(), struct.pack(">I", 0), b"f", b"", b"", instant(ms(i)))
     pipe.zadd("floor:{m}:wait", {wid + attributes + key: 0})
@@ -318,11 +326,7 @@ def entry_sizes(client: redis.Redis, items: int) -> dict[str, float]:
 
 def mean_fcall(client: redis.Redis, batch: Callable[[], Any]) -> tuple[float, int]:
     """Mean server µs per FCALL of ``batch`` (SLOWLOG off), and how many calls."""
-    client.config_resetstat()
-    batch()
-    stats = client.info("commandstats").get("cmdstat_fcall", {})
-    calls = int(stats.get("calls", 0))
-    return float(stats.get("usec", 0)) / max(1, calls), calls
+    return server_mean(client, "fcall", batch)
 
 
 def sketch_lives(client: redis.Redis, n: int, base: int, tokens: bool) -> dict[str, float]:
@@ -330,12 +334,11 @@ def sketch_lives(client: redis.Redis, n: int, base: int, tokens: bool) -> dict[s
     token = (lambda op, i: f"{op}-{base + i}") if tokens else (lambda op, i: "")
     tk, ek = TIMER_KEYS, EVENT_KEYS
     tids = [tuple_member([f"run-{i % 50}", f"timer-{base + i}"]) for i in range(n)]
-    row_t = row(struct.pack(">I", 0), b"f", b"")
     out: dict[str, float] = {}
     out["arm"], _ = mean_fcall(
         client,
         lambda: [
-            client.fcall("arm", len(tk), *tk, tids[i], ms(i), row_t, token("a", i))
+            client.fcall("arm", len(tk), *tk, tids[i], ms(i), TIMER_ROW, token("a", i))
             for i in range(n)
         ],
     )
@@ -354,12 +357,7 @@ def sketch_lives(client: redis.Redis, n: int, base: int, tokens: bool) -> dict[s
     waits = [wait(base + i) for i in range(n)]
     events = [event(base + i) for i in range(n)]
     wids = [tuple_member([w.run, w.effect]) for w in waits]
-    prefixes = [
-        component(w.kind)
-        + component(w.correlation[0].namespace)
-        + component(w.correlation[0].value)
-        for w in waits
-    ]
+    prefixes = [election_prefix(w) for w in waits]
     for i in range(n):  # registered before: not part of the event's life
         client.fcall(
             "subscribe", len(ek), *ek, wids[i], prefixes[i], instant(ms(i)), b"w", "", ms(i)
@@ -402,7 +400,7 @@ def parts(client: redis.Redis, n: int) -> dict[str, float]:
     ``HSET`` inside a function beyond entering it, mean µs per call."""
     keys = [f"floor:{{sketch}}:k{i}" for i in range(18)]
     entered, _ = mean_fcall(
-        client, lambda: [client.fcall("entered", 18, *keys, "run", "effect", "t") for _ in range(n)]
+        client, lambda: [client.fcall("trivial", 18, *keys, "run", "effect", "t") for _ in range(n)]
     )
     empty, _ = mean_fcall(client, lambda: [client.fcall("trivial", 0) for _ in range(n)])
     hset, _ = mean_fcall(
@@ -418,11 +416,7 @@ def parts(client: redis.Redis, n: int) -> dict[str, float]:
 
 def trivial_mean(client: redis.Redis, n: int) -> float:
     sha = client.script_load(TRIVIAL)
-    client.config_resetstat()
-    for _ in range(n):
-        client.evalsha(sha, 0)
-    stats = client.info("commandstats").get("cmdstat_evalsha", {})
-    return float(stats.get("usec", 0)) / max(1, int(stats.get("calls", 0)))
+    return server_mean(client, "evalsha", lambda: [client.evalsha(sha, 0) for _ in range(n)])[0]
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ import argparse
 import statistics
 
 import redis
+from targets import server_mean
 
 from agentplane_redis.embedded import Server
 from agentplane_redis.scripts import catalogue, library
@@ -93,11 +94,12 @@ def main() -> None:
         means: dict[str, list[float]] = {name: [] for name in PIECES}
         for _ in range(args.rounds):
             for i, name in enumerate(PIECES):
-                client.config_resetstat()
-                for _ in range(args.calls):
-                    client.fcall(f"helper_{i}", 0)
-                stats = client.info("commandstats")["cmdstat_fcall"]
-                means[name].append(float(stats["usec"]) / int(stats["calls"]))
+                mean, _ = server_mean(
+                    client,
+                    "fcall",
+                    lambda f=f"helper_{i}": [client.fcall(f, 0) for _ in range(args.calls)],
+                )
+                means[name].append(mean)
         empty = statistics.median(means["empty loop"])
         runs = f"{args.calls:,} calls of {RUNS} runs each, {args.rounds} rounds"
         print(f"{args.server} {version}; {runs}")

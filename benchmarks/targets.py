@@ -163,6 +163,16 @@ def life_cycles(client: redis.Redis, store: RedisStore, n: int) -> dict[str, flo
     return out
 
 
+def server_mean(client: redis.Redis, command: str, batch: Callable[[], Any]) -> tuple[float, int]:
+    """Mean server µs per call of ``command`` while ``batch`` runs (``INFO
+    commandstats``), and how many calls it made."""
+    client.config_resetstat()
+    batch()
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    calls = int(stats.get("calls", 0))
+    return float(stats.get("usec", 0)) / max(1, calls), calls
+
+
 def unlogged(client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]:
     """The life cycles again with SLOWLOG off (it also logs every command a script
     calls, inside the script's time): each operation's mean server time per call from
@@ -194,11 +204,7 @@ def unlogged(client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]
     }
     out, calls = {}, {}
     for name, (command, batch) in batches.items():
-        client.config_resetstat()
-        batch()
-        stats = client.info("commandstats").get(f"cmdstat_{command}", {})
-        calls[name] = int(stats.get("calls", 0))
-        out[name] = float(stats.get("usec", 0)) / max(1, calls[name])
+        out[name], calls[name] = server_mean(client, command, batch)
     out["event life"] = out["deliver"] + out["claim_for"] + out["unsubscribe"]
     # claim_due's share per timer: its calls' total over the timers they claimed
     out["timer life"] = out["arm"] + out["claim_due"] * calls["claim_due"] / n + out["disarm"]

@@ -52,21 +52,17 @@ return guard(function()
   end
   -- Rows are fetched in one command and read only as the walk reaches them: a
   -- page with little room left reads no more than it hands out.
-  local raws, sealed, rows = hmget_all(K.timers, tids), hmget_all(K.seals, runs), {}
+  local raws, sealed = hmget_all(K.timers, tids), hmget_all(K.seals, runs)
   local out = { "OK", decimal(now), "0", "", "", "" }
   -- What every timer claimed here gets: its claim, and its place in timer_held.
   local claimed_at, lease_ms, held_key = decimal(now), decimal(lease), instant_key(now + lease)
-  local written, taken, held, retired, last = {}, {}, {}, {}, 0
+  local written, taken, held, retired, last, last_fire = {}, {}, {}, {}, 0, nil
   for i = 1, #walked do
     if #taken == room then
       break
     end
-    last = i
-    if not raws[i] then
-      corrupt("index", walked[i], "timer index names a timer that is gone")
-    end
-    local f = timer_parse(tids[i], raws[i])
-    rows[i] = f
+    local f = timer_indexed(tids[i], raws[i], walked[i])
+    last, last_fire = i, f[T_FIRE]
     if sealed[i] then
       -- A sealed run's timer is retired, held or not, and does not count.
       retired[#retired + 1] = { tid = tids[i], f = f }
@@ -92,7 +88,7 @@ return guard(function()
     zadd_all(K.timer_held, held)
   end
   if #walked == budget and #taken < room then
-    out[3], out[4], out[5], out[6] = "1", decimal(tonumber(rows[last][T_FIRE])), runs[last], effects[last]
+    out[3], out[4], out[5], out[6] = "1", decimal(tonumber(last_fire)), runs[last], effects[last]
   end
   return out
 end)

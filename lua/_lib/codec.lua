@@ -30,9 +30,8 @@ local function enc(s)
   return table.concat(out)
 end
 
--- The string one encoded component (terminator included) stands for.
-local function dec(c)
-  local body = string.sub(c, 1, -3)
+-- The string a component's body (its bytes before the terminator) stands for.
+local function unescape(body)
   if not string.find(body, "\0", 1, true) then
     return body
   end
@@ -47,6 +46,11 @@ local function dec(c)
     pos = i + 2
   end
   return table.concat(out)
+end
+
+-- The string one encoded component (terminator included) stands for.
+local function dec(c)
+  return unescape(string.sub(c, 1, -3))
 end
 
 -- The n encoded components of s starting at pos, and the position after them;

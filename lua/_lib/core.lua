@@ -138,13 +138,5 @@ local function wid_parts(wid)
   if not second or second + 1 ~= #wid then
     corrupt("id", wid, "bad member")
   end
-  local run, effect = sub(wid, 1, first - 1), sub(wid, first + 2, second - 1)
-  -- A NUL in either is written escaped; most identifiers hold none.
-  if find(run, "\0", 1, true) then
-    run = dec(run .. TERM)
-  end
-  if find(effect, "\0", 1, true) then
-    effect = dec(effect .. TERM)
-  end
-  return run, effect
+  return unescape(sub(wid, 1, first - 1)), unescape(sub(wid, first + 2, second - 1))
 end

@@ -29,14 +29,19 @@ local function timer_read(tid)
   return raw and timer_parse(tid, raw) or nil
 end
 
--- The checked rows of many timers, read in one call; corrupt when one is gone.
+-- The checked row of a timer an index entry (member) names; corrupt when it is gone.
+local function timer_indexed(tid, raw, member)
+  if not raw then
+    corrupt("index", member, "timer index names a timer that is gone")
+  end
+  return timer_parse(tid, raw)
+end
+
+-- The checked rows of many timers, read in one call.
 local function timers_read(tids, members)
   local rows = {}
   for i, raw in ipairs(hmget_all(K.timers, tids)) do
-    if not raw then
-      corrupt("index", members[i], "timer index names a timer that is gone")
-    end
-    rows[i] = timer_parse(tids[i], raw)
+    rows[i] = timer_indexed(tids[i], raw, members[i])
   end
   return rows
 end
