@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn
 
 from .errors import CorruptRow, InvalidInput
-from .keys import unpack_row
+from .keys import split_components, unpack_row
 from .model import (
     JSON,
     CorrelationKey,
@@ -485,6 +485,17 @@ def subscription(run: object, effect: object, attrs: object, keys: Sequence[Any]
 
 def subscription_reply(reply: Sequence[Any]) -> Subscription:
     return subscription(reply[0], reply[1], reply[2], reply[3])
+
+
+def timer_id(member: object) -> tuple[str, str]:
+    """(run, effect) of a timer's id as the scripts store it: two components."""
+    try:
+        parts = split_components(raw(member))
+    except (ValueError, UnicodeDecodeError):
+        parts = []
+    if len(parts) != 2:
+        fail_corrupt(f"timer id {raw(member)!r}", "not a (run, effect) pair")
+    return parts[0], parts[1]
 
 
 def timer_row(run: str, effect: str, row: object) -> Timer:

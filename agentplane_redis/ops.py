@@ -439,7 +439,7 @@ def claim_due(
         reply = yield ctx.call("claim_due", [at, want - len(out), lease_ms, TIMER_SCAN, *after])
         codec.check_status(reply)
         at = text(reply[1])
-        out += _timers(reply[6:])
+        out += _claimed(reply[6:])
         if text(reply[2]) != "1":
             break
         after = [text(x) for x in reply[3:6]]
@@ -492,6 +492,12 @@ def pending_count(ctx: Context) -> Plan[int]:
 
 def _timers(rows: Sequence[Any]) -> list[Timer]:
     return [codec.timer_row(text(r[0]), text(r[1]), r[2]) for r in rows]
+
+
+def _claimed(flat: Sequence[Any]) -> list[Timer]:
+    """Timers as ``claim_due`` answers them: each one's id, then its row (a flat
+    list: half the elements of a list of triples, to convert and to remember)."""
+    return [codec.timer_row(*codec.timer_id(flat[i]), flat[i + 1]) for i in range(0, len(flat), 2)]
 
 
 def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:

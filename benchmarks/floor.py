@@ -66,6 +66,8 @@ from agentplane_redis.keys import component, event_id, tuple_member
 #: Rounds of the time measurements; the figures are the medians.
 ROUNDS = 3
 PIPELINE = 1000
+#: Entries of the structures one command is measured on.
+LARGE = 10_000
 #: The targets, as multiples of the trivial script and as bytes.
 TARGETS = {"event life": 15, "timer life": 6}
 MEMORY_TARGETS = {
@@ -91,8 +93,17 @@ local function keep(replies, token, reply)
 end
 
 redis.register_function("trivial", function() return 1 end)
+redis.register_function("one_hget", function(k, a)
+  redis.call("HGET", k[1], a[1])
+  return 1
+end)
 redis.register_function("one_hset", function(k, a)
   redis.call("HSET", k[1], a[1], a[2])
+  return 1
+end)
+redis.register_function("zadd_zrem", function(k, a)
+  redis.call("ZADD", k[1], a[2], a[1])
+  redis.call("ZREM", k[1], a[1])
   return 1
 end)
 
@@ -222,6 +233,25 @@ EVENT_KEYS = [
 ]
 
 
+def fill_sketch(client: redis.Redis, rows: int) -> None:
+    """``rows`` entries in every structure of the sketches that none of their calls
+    reads (members past every prefix, timers due in 30,000 years), so that each is in
+    the encoding the library's keys have at a tenant's usual size, not the compact
+    one of a small structure."""
+    pipe = client.pipeline(transaction=False)
+    for key in sorted(set(TIMER_KEYS + EVENT_KEYS)):
+        if key.endswith(":reply"):
+            continue
+        hashed = key.rsplit(":", 1)[1] in ("timer", "event", "payload", "ledger", "mark", "wait")
+        for i in range(rows):
+            member = b"\xfffiller-%d" % i
+            if hashed:
+                pipe.hset(key, member, "x")
+            else:
+                pipe.zadd(key, {member: 10**15})
+        pipe.execute()
+
+
 def election_prefix(w: Any) -> bytes:
     """A wait's kind and (first) key, as its election entries begin."""
     key = w.correlation[0]
@@ -329,8 +359,15 @@ def mean_fcall(client: redis.Redis, batch: Callable[[], Any]) -> tuple[float, in
     return server_mean(client, "fcall", batch)
 
 
-def sketch_lives(client: redis.Redis, n: int, base: int, tokens: bool) -> dict[str, float]:
-    """Each life cycle of the sketches: mean µs per call, a timer's and an event's."""
+def sketch_lives(
+    client: redis.Redis,
+    n: int,
+    base: int,
+    tokens: bool,
+    mean_fcall: Callable[[redis.Redis, Callable[[], Any]], tuple[float, int]] = mean_fcall,
+) -> dict[str, float]:
+    """Each life cycle of the sketches: mean µs per call (or what ``mean_fcall``
+    measures per call), a timer's and an event's."""
     token = (lambda op, i: f"{op}-{base + i}") if tokens else (lambda op, i: "")
     tk, ek = TIMER_KEYS, EVENT_KEYS
     tids = [tuple_member([f"run-{i % 50}", f"timer-{base + i}"]) for i in range(n)]
@@ -397,20 +434,37 @@ def sketch_lives(client: redis.Redis, n: int, base: int, tokens: bool) -> dict[s
 
 def parts(client: redis.Redis, n: int) -> dict[str, float]:
     """Entering a function with an ``unsubscribe``'s 18 keys and 3 arguments, and one
-    ``HSET`` inside a function beyond entering it, mean µs per call."""
+    command inside a function beyond entering it, mean µs per call. The commands
+    work on structures of ``LARGE`` entries, in the encodings the library's keys
+    have at a tenant's usual size (a hash table, a skiplist): a small hash in
+    its compact encoding costs a scan of its entries per field written."""
     keys = [f"floor:{{sketch}}:k{i}" for i in range(18)]
+    pipe = client.pipeline(transaction=False)
+    for i in range(LARGE):
+        pipe.hset(keys[0], f"f{i}", "v")
+        pipe.zadd(keys[1], {f"m{i}": i})
+    pipe.execute()
     entered, _ = mean_fcall(
         client, lambda: [client.fcall("trivial", 18, *keys, "run", "effect", "t") for _ in range(n)]
     )
     empty, _ = mean_fcall(client, lambda: [client.fcall("trivial", 0) for _ in range(n)])
+    hget, _ = mean_fcall(
+        client, lambda: [client.fcall("one_hget", 1, keys[0], f"f{i % LARGE}") for i in range(n)]
+    )
     hset, _ = mean_fcall(
         client,
-        lambda: [client.fcall("one_hset", 1, keys[0], f"f{i % 100}", "v") for i in range(n)],
+        lambda: [client.fcall("one_hset", 1, keys[0], f"f{i % LARGE}", "w") for i in range(n)],
     )
+    pair, _ = mean_fcall(
+        client, lambda: [client.fcall("zadd_zrem", 1, keys[1], f"n{i}", i) for i in range(n)]
+    )
+    client.delete(keys[0], keys[1])
     return {
         "an empty function, no keys (FCALL)": empty,
         "an empty function with 18 keys and 3 arguments": entered,
-        "one HSET inside a function, beyond entering it": hset - empty,
+        f"one HGET inside a function, beyond entering it (a hash of {LARGE:,})": hget - empty,
+        f"one HSET inside a function, beyond entering it (a hash of {LARGE:,})": hset - empty,
+        f"a ZADD and its ZREM, beyond entering (a sorted set of {LARGE:,})": pair - empty,
     }
 
 
@@ -424,6 +478,7 @@ def main() -> None:
     parser.add_argument("--server", choices=["valkey", "redis"], default="valkey")
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--calls", type=int, default=2_000)
+    parser.add_argument("--rows", type=int, default=10_000, help="entries per sketch structure")
     args = parser.parse_args()
     n = args.calls
     with Server(args.server) as server:
@@ -431,6 +486,7 @@ def main() -> None:
         version = client.info("server").get("valkey_version") or client.info()["redis_version"]
         print(f"{args.server} {version}; {n:,} calls per operation, {ROUNDS} rounds\n")
         client.function_load(SKETCH, replace=True)
+        fill_sketch(client, args.rows)
         client.config_set("slowlog-log-slower-than", -1)
         rounds: dict[str, list[float]] = {}
 

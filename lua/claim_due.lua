@@ -14,7 +14,7 @@
 -- ARGV[5] after_fire: instant ms of the last timer examined by the previous step, "" to start
 -- ARGV[6] after_run: its run
 -- ARGV[7] after_effect: its effect
--- Returns: {"OK", now, more "1"/"0", last fire_at, last run, last effect, {run, effect, timer row}, ...}
+-- Returns: {"OK", now, more "1"/"0", last fire_at, last run, last effect, then tid, timer row for each timer claimed}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua
@@ -25,7 +25,7 @@ return guard(function()
   local now, room, lease, budget = instant_arg(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local bound = "(" .. instant_key(now + 1)
   -- Leases lapsed by now return to the walk first, so it sees every claimable timer.
-  local lapsed = redis.call("ZRANGEBYLEX", K.timer_held, "-", bound, "LIMIT", 0, budget)
+  local lapsed = redis.call("ZRANGEBYLEX", K.timer_held, "-", bound, "LIMIT", "0", budget)
   if #lapsed > 0 then
     local tids, ready = {}, {}
     for i, m in ipairs(lapsed) do
@@ -44,11 +44,11 @@ return guard(function()
   if ARGV[5] ~= "" then
     start = "(" .. instant_key(tonumber(ARGV[5])) .. enc(ARGV[6]) .. enc(ARGV[7])
   end
-  local walked = redis.call("ZRANGEBYLEX", K.timer_ready, start, bound, "LIMIT", 0, budget)
-  local tids, runs, effects = {}, {}, {}
+  local walked = redis.call("ZRANGEBYLEX", K.timer_ready, start, bound, "LIMIT", "0", budget)
+  local tids, runs = {}, {}
   for i, m in ipairs(walked) do
     tids[i] = string.sub(m, INSTANT_WIDTH + 1)
-    runs[i], effects[i] = wid_parts(tids[i])
+    runs[i] = wid_parts(tids[i])
   end
   -- Rows are fetched in one command and read only as the walk reaches them: a
   -- page with little room left reads no more than it hands out.
@@ -73,7 +73,8 @@ return guard(function()
       written[#written + 1] = row
       taken[#taken + 1] = walked[i]
       held[#held + 1] = held_key .. tids[i]
-      out[#out + 1] = { runs[i], effects[i], row }
+      out[#out + 1] = tids[i]
+      out[#out + 1] = row
     end
     -- Otherwise a lease live for this caller's clock (taken by a caller whose
     -- clock runs ahead) is passed over; the cursor resumes after it.
@@ -88,7 +89,8 @@ return guard(function()
     zadd_all(K.timer_held, held)
   end
   if #walked == budget and #taken < room then
-    out[3], out[4], out[5], out[6] = "1", decimal(tonumber(last_fire)), runs[last], effects[last]
+    out[3], out[4] = "1", decimal(tonumber(last_fire))
+    out[5], out[6] = wid_parts(tids[last])
   end
   return out
 end)

@@ -13,7 +13,7 @@
 
 return guard(function()
   local limit = tonumber(ARGV[1])
-  local members = redis.call("ZREVRANGE", K.dead, 0, limit - 1)
+  local members = redis.call("ZREVRANGE", K.dead, "0", limit - 1)
   local eids = {}
   for i, m in ipairs(members) do
     eids[i] = eid_after(m, 0)

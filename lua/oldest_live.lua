@@ -8,7 +8,7 @@
 --@include _lib/core.lua
 
 return guard(function()
-  local first = redis.call("ZRANGE", K.live, 0, 0)[1]
+  local first = redis.call("ZRANGE", K.live, "0", "0")[1]
   if not first then
     return { "OK" }
   end

@@ -35,7 +35,7 @@
 return guard(function()
   local room, batch = tonumber(ARGV[1]), tonumber(ARGV[4])
   -- Sealed runs' marks first: every call retires them all, past a full page.
-  local sealed = redis.call("ZRANGEBYLEX", K.mark_index, "[S", "(S\255", "LIMIT", 0, batch)
+  local sealed = redis.call("ZRANGEBYLEX", K.mark_index, "[S", "(S\255", "LIMIT", "0", batch)
   if #sealed > 0 then
     local waits, claims, runs = {}, {}, {}
     for i, m in ipairs(sealed) do
@@ -65,7 +65,7 @@ return guard(function()
     start = "(L" .. enc(ARGV[2]) .. enc(ARGV[3])
   end
   local out = { "LIST", ARGV[2], ARGV[3] }
-  for _, m in ipairs(redis.call("ZRANGEBYLEX", K.mark_index, start, "(L\255", "LIMIT", 0, room)) do
+  for _, m in ipairs(redis.call("ZRANGEBYLEX", K.mark_index, start, "(L\255", "LIMIT", "0", room)) do
     local wid = string.sub(m, 2)
     local run, effect = wid_parts(wid)
     local attrs = wait_read(wid)

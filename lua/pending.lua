@@ -14,7 +14,7 @@
 --@include _lib/timers.lua
 
 return guard(function()
-  local members = redis.call("ZRANGE", K.timer_due, 0, tonumber(ARGV[1]) - 1)
+  local members = redis.call("ZRANGE", K.timer_due, "0", tonumber(ARGV[1]) - 1)
   local tids = {}
   for i, m in ipairs(members) do
     tids[i] = string.sub(m, INSTANT_WIDTH + 1)

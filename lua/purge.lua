@@ -17,8 +17,8 @@
 return guard(function()
   local older_than, batch = tonumber(ARGV[1]), tonumber(ARGV[2])
   local bound = "(" .. instant_key(older_than + 1)
-  local dead = redis.call("ZRANGEBYLEX", K.dead, "-", bound, "LIMIT", 0, batch)
-  local consumed = redis.call("ZRANGEBYLEX", K.consumed, "-", bound, "LIMIT", 0, batch)
+  local dead = redis.call("ZRANGEBYLEX", K.dead, "-", bound, "LIMIT", "0", batch)
+  local consumed = redis.call("ZRANGEBYLEX", K.consumed, "-", bound, "LIMIT", "0", batch)
   -- Oldest first across both: merge the two ordered runs by bytes.
   local chosen, states, eids, i, j = { dead = {}, consumed = {} }, {}, {}, 1, 1
   while #eids < batch and (dead[i] or consumed[j]) do

@@ -19,7 +19,7 @@
 return guard(function()
   local older_than, reason, batch = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
   -- Retired rows leave the live index, so every step starts from the oldest.
-  local members = redis.call("ZRANGEBYLEX", K.live, "-", "(" .. instant_key(older_than + 1), "LIMIT", 0, batch)
+  local members = redis.call("ZRANGEBYLEX", K.live, "-", "(" .. instant_key(older_than + 1), "LIMIT", "0", batch)
   local eids = {}
   for i, m in ipairs(members) do
     eids[i] = eid_after(m, 0)

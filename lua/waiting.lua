@@ -12,7 +12,7 @@
 
 return guard(function()
   local limit = tonumber(ARGV[1])
-  local members = redis.call("ZRANGE", K.wait_order, 0, limit - 1)
+  local members = redis.call("ZRANGE", K.wait_order, "0", limit - 1)
   local parts, wids = {}, {}
   for i, m in ipairs(members) do
     parts[i] = take(m, INSTANT_WIDTH + 1, 4)

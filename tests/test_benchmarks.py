@@ -4,6 +4,7 @@ and the runs' own checks held."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,7 @@ def test_targets_prints_every_figure_next_to_its_ceiling():
         "| event life |",
         "| timer life, completed by disarm_many |",
         "| longest call (",
+        "| longest call with SLOWLOG off (",
         "| buffered event (beyond payload) |",
         "| armed timer |",
         "| registered wait |",
@@ -52,7 +54,7 @@ def test_floor_prints_the_sketches_and_the_fewest_entries_next_to_the_library():
     assert_rows(
         out,
         "| trivial script (EVALSHA) |",
-        "| one HSET inside a function, beyond entering it |",
+        "| one HSET inside a function, beyond entering it (a hash of 10,000) |",
         "| sketch: timer life |",
         "| sketch without call tokens: event life |",
         "| this library: event life |",
@@ -81,6 +83,23 @@ def test_helpers_times_the_library_s_own_lua():
         "| write an event row (16 fields) |",
         "| split a timer id into run and effect |",
         "| enter deliver's function (18 keys by role, 12 arguments) |",
+    )
+
+
+@pytest.mark.real
+def test_instructions_counts_the_server_s_work_under_callgrind(request):
+    """Valgrind comes from Debian (apt-get install valgrind); CI installs it."""
+    if shutil.which("valgrind") is None:
+        if request.config.getoption("--require-servers"):
+            pytest.fail("valgrind is not on PATH (apt-get install valgrind)")
+        pytest.skip("valgrind is not on PATH (apt-get install valgrind)")
+    out = run("instructions.py", "--rows", "150", "--calls", "24")
+    assert_rows(
+        out,
+        "| trivial script |",
+        "| event life |",
+        "| timer life, completed by disarm_many |",
+        "| sketch: timer life |",
     )
 
 

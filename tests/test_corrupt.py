@@ -204,3 +204,23 @@ def test_a_corrupt_timer_after_a_sealed_one_leaves_the_walk_unwritten(store, raw
     # A page with room for one reads only the timers it reaches.
     assert [t.effect for t in store.timers.claim_due(now=at(10), limit=1)] == ["ok"]
     assert store.timers.lookup("sealed", "t") is None
+
+
+def test_a_timer_id_that_is_not_utf8_is_reported_by_the_claim(store, raw):
+    """Scripts check an id's shape, not its text: a run name that is not UTF-8 reaches
+    the codec, which reports the claimed timer as CorruptRow, never a decoding error."""
+    from helpers import timer
+
+    store.timers.arm(timer("r", "t", 0))
+    good, bad = tuple_member(("r", "t")), b"r\xfe\x00\x01t\x00\x01"
+    for role in ("timers", "timer_due", "timer_ready", "timer_run"):
+        key = store.keys.key(role)
+        if raw.type(key) == b"hash":
+            raw.hset(key, bad, raw.hget(key, good))
+            raw.hdel(key, good)
+        else:
+            for member in raw.zrange(key, 0, -1):
+                raw.zrem(key, member)
+                raw.zadd(key, {member.replace(good, bad): 0})
+    with pytest.raises(CorruptRow, match="timer id"):
+        store.timers.claim_due(now=at(10))

@@ -173,7 +173,7 @@ end
 -- (a component never starts with byte 255, nor does an instant's digit).
 local function with_prefix(key, prefix, limit)
   if limit then
-    return redis.call("ZRANGEBYLEX", key, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", 0, limit)
+    return redis.call("ZRANGEBYLEX", key, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", "0", limit)
   end
   return redis.call("ZRANGEBYLEX", key, "[" .. prefix, "(" .. prefix .. "\255")
 end
@@ -185,7 +185,7 @@ local CHUNK = 1000
 local function zadd_all(key, members)
   local args = {}
   for i, m in ipairs(members) do
-    args[2 * i - 1], args[2 * i] = 0, m
+    args[2 * i - 1], args[2 * i] = "0", m
   end
   for first = 1, #args, 2 * CHUNK do
     redis.call("ZADD", key, unpack(args, first, math.min(first + 2 * CHUNK - 1, #args)))

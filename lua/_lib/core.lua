@@ -50,28 +50,44 @@ local function instant_arg(a)
 end
 
 -- A reply as text: "*<n>:" then each element, "$<len>:<bytes>" or ":<integer>;".
--- (agentplane_redis/codec.py reads it back.)
-local function serialize(v, out)
-  if type(v) == "table" then
-    out[#out + 1] = "*" .. length_colon(#v)
-    for i = 1, #v do
-      serialize(v[i], out)
+-- (agentplane_redis/codec.py reads it back.) A string's head "$<len>:" is
+-- remembered for the lengths below 256, and pushed apart from the string, which
+-- is never copied; n counts what out holds.
+local DOLLAR = {}
+local function serialize(v, out, n)
+  local kind = type(v)
+  if kind == "string" then
+    local len = #v
+    local head = DOLLAR[len]
+    if not head then
+      head = "$" .. length_colon(len)
+      if len < 256 then
+        DOLLAR[len] = head
+      end
     end
-  elseif type(v) == "number" then
-    out[#out + 1] = ":" .. string.format("%.0f", v) .. ";"
-  else
-    out[#out + 1] = "$" .. length_colon(#v) .. v
+    out[n + 1], out[n + 2] = head, v
+    return n + 2
+  elseif kind == "table" then
+    n = n + 1
+    out[n] = "*" .. length_colon(#v)
+    for i = 1, #v do
+      n = serialize(v[i], out, n)
+    end
+    return n
   end
-  return out
+  out[n + 1] = ":" .. string.format("%.0f", v) .. ";"
+  return n + 1
 end
 
 -- Remembers the reply, stamped with the server's instant; forgets the
 -- acknowledged tokens, and those of remembered replies, sampled at random, that
--- are older than the horizon (an entry nobody acknowledges is sampled again
--- and again until it goes).
+-- are older than the horizon (an entry nobody acknowledges is sampled again and
+-- again until it goes).
 local function remember(res)
   local now = server_now()
-  redis.call("HSET", K.replies, TOKEN, string.format("%016.0f", now + 1e15) .. table.concat(serialize(res, {})))
+  local text = { instant_key(now) }
+  serialize(res, text, 1)
+  redis.call("HSET", K.replies, TOKEN, table.concat(text))
   if ACKS ~= "" then
     local acked = {}
     for ack in string.gmatch(ACKS, "[^,]+") do

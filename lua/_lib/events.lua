@@ -168,7 +168,7 @@ local function hold(eid, f, run, effect, at)
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "held", run, effect, decimal(at)
   local row = event_write(eid, f)
   redis.call("HSET", K.ledger, enc(run) .. enc(effect), eid)
-  redis.call("ZADD", K.ledger_by_run, 0, ledger_member(f, eid))
+  redis.call("ZADD", K.ledger_by_run, "0", ledger_member(f, eid))
   return row
 end
 
@@ -183,7 +183,7 @@ local function shed(eid, f)
   f[E_STATE] = "consumed"
   event_write(eid, f)
   redis.call("HDEL", K.payloads, eid)
-  redis.call("ZADD", K.consumed, 0, instant_key(tonumber(f[E_RECEIVED])) .. eid)
+  redis.call("ZADD", K.consumed, "0", instant_key(tonumber(f[E_RECEIVED])) .. eid)
 end
 
 -- held -> live at the original received_at, payload intact.
@@ -203,7 +203,7 @@ local function kill(eid, f, reason)
   end
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f[E_REASON] = "dead", "", "", "", reason
   event_write(eid, f)
-  redis.call("ZADD", K.dead, 0, instant_key(tonumber(f[E_RECEIVED])) .. eid)
+  redis.call("ZADD", K.dead, "0", instant_key(tonumber(f[E_RECEIVED])) .. eid)
 end
 
 -- The eid at the end of an index member that ends "instant . eid".

@@ -186,7 +186,7 @@ local function seal_run(run, at, state)
   for _, class in ipairs({ "L", "B" }) do
     for _, m in ipairs(with_prefix(K.mark_index, class .. prefix)) do
       redis.call("ZREM", K.mark_index, m)
-      redis.call("ZADD", K.mark_index, 0, "S" .. string.sub(m, 2))
+      redis.call("ZADD", K.mark_index, "0", "S" .. string.sub(m, 2))
     end
   end
   return true

@@ -93,7 +93,7 @@ local function expose_timers(timers)
   for _, t in ipairs(timers) do
     if t.f[T_CLAIMED] ~= "" then
       redis.call("ZREM", K.timer_held, held_member(t.tid, t.f))
-      redis.call("ZADD", K.timer_ready, 0, due_member(t.tid, t.f))
+      redis.call("ZADD", K.timer_ready, "0", due_member(t.tid, t.f))
     end
   end
 end

@@ -58,7 +58,7 @@ local function electable_set(wid, attrs, add, rows)
   for _, row in ipairs(rows or key_rows(wid)) do
     local key, m = election_entry(attrs, row.nv, row.at, wid)
     if add then
-      redis.call("ZADD", key, 0, m)
+      redis.call("ZADD", key, "0", m)
     else
       redis.call("ZREM", key, m)
     end
@@ -106,7 +106,7 @@ local function register(run, wid, attrs, nv_list, at, electable)
     redis.call("HSET", K.waits, wid, pack(attrs))
     if marked and not sealed then
       redis.call("ZREM", K.mark_index, "B" .. wid)
-      redis.call("ZADD", K.mark_index, 0, "L" .. wid)
+      redis.call("ZADD", K.mark_index, "0", "L" .. wid)
     end
   end
   return in_force, marked, sealed, added
@@ -122,7 +122,7 @@ local function park(run, wid, attrs, at, rows, elected)
   end
   local sealed = not elected and is_sealed(run)
   local class = sealed and "S" or (attrs and "L" or "B")
-  redis.call("ZADD", K.mark_index, 0, class .. wid)
+  redis.call("ZADD", K.mark_index, "0", class .. wid)
   if attrs and not sealed then
     electable_set(wid, attrs, false, rows)
   end
