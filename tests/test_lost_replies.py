@@ -335,10 +335,12 @@ def test_replies_nobody_acknowledged_are_forgotten_after_a_day(rig):
     store = rig.store("acme", retries=0, direct=True)
     replies = store.keys.key("replies")
     _stale(rig, replies, (25, 30, 23))
-    # One call in four samples sixteen entries, here all of them.
-    for i in range(4):
+    # One call in eight samples four entries: a few hundred calls find both.
+    for i in range(600):
         store.events.buffer(ev(f"e{i}", "k/1"), at=at(0))
-    left = {t.decode()[-6:] for t in rig.raw.hkeys(replies)}
+        left = {t.decode()[-6:] for t in rig.raw.hkeys(replies)}
+        if not {"old000", "old001"} & left:
+            break
     assert "old000" not in left
     assert "old001" not in left
     assert "old002" in left
@@ -361,13 +363,16 @@ def test_replies_of_the_earlier_layout_still_answer(rig):
 
 def test_a_backlog_of_stale_replies_is_forgotten_by_sampling(rig):
     """Sixty stale entries among fresh ones: the writing calls' samples find every one
-    (one call in four samples sixteen; one left after 400 calls has odds below 1e-9)."""
+    (one call in eight samples four of about seventy entries; one left after 4,000
+    calls has odds below 1e-10)."""
     store = rig.store("acme", retries=0, direct=True)
     replies = store.keys.key("replies")
     _stale(rig, replies, [24.5 + i / 10 for i in range(60)])
     _stale(rig, replies, [23.5] * 5, tag="young")
-    for i in range(400):
+    for i in range(4000):
         store.timers.arm(timer("r", f"t{i}", i))
+        if i % 100 == 99 and not [t for t in rig.raw.hkeys(replies) if b"old" in t]:
+            break
     left = [t.decode() for t in rig.raw.hkeys(replies)]
     assert [t for t in left if "old" in t] == []
     assert len([t for t in left if "young" in t]) == 5

@@ -26,10 +26,11 @@ end
 
 local REPLY_HORIZON_MS = 86400000
 -- Every REPLY_SAMPLE_EVERY-th writing call samples REPLY_SAMPLE remembered
--- replies for age, at random: four a call on average. (Calls are counted per
--- library instance, so through the library one call in four samples; a call
--- sent as a script counts from zero, so it always samples.)
-local REPLY_SAMPLE, REPLY_SAMPLE_EVERY = 16, 4
+-- replies for age, at random: one every other call on average, each costing
+-- about as much as a Redis command. (Calls are counted per library instance,
+-- so through the library one call in eight samples; a call sent as a script
+-- counts from zero, so it always samples.)
+local REPLY_SAMPLE, REPLY_SAMPLE_EVERY = 4, 8
 local writes = 0
 -- The server's clock in ms, read at most once per script.
 local server_ms
