@@ -68,14 +68,26 @@ local function take(s, pos, n)
   return parts, pos
 end
 
+-- Formatting a number goes through sprintf, which costs about as much as a
+-- Redis command, and a step formats the same instant again and again (its
+-- members, its reply): the last number each of these two formatted is
+-- remembered with its text.
+local KEY_MS, KEY_TEXT
 local function instant_key(ms)
-  return string.format("%016.0f", ms + 1e15)
+  if ms ~= KEY_MS then
+    KEY_MS, KEY_TEXT = ms, string.format("%016.0f", ms + 1e15)
+  end
+  return KEY_TEXT
 end
 
 -- Instants and counters cross the boundary as decimal strings, never tostring
 -- (Lua 5.1 keeps 14 significant digits).
+local DECIMAL_N, DECIMAL_TEXT
 local function decimal(n)
-  return string.format("%.0f", n)
+  if n ~= DECIMAL_N or n == 0 then -- 0 and -0 are equal, and print apart
+    DECIMAL_N, DECIMAL_TEXT = n, string.format("%.0f", n)
+  end
+  return DECIMAL_TEXT
 end
 
 local function is_instant(s)
