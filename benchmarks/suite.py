@@ -17,7 +17,11 @@ Runs, one after another on a throwaway server each:
 * ``floor.py``: the targets next to the fewest entries per item and a sketch
   of the life cycles with the fewest commands, measured on the same server;
 * ``helpers.py``: the Lua work inside a step, the library's helpers timed in
-  loops (reading, checking and writing rows).
+  loops (reading, checking and writing rows);
+* ``instructions.py``: the server's instructions per operation and per life
+  cycle under callgrind, the figure the machine's load does not move (where
+  valgrind is installed: ``apt-get install valgrind``; otherwise the report
+  says it was left out).
 
 ``--quick`` runs each at a small size (a smoke test of the suite, minutes
 instead of most of an hour); the figures in ``docs/performance.md`` come from
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -44,6 +49,7 @@ FULL = {
     "contention.py": ["--events", "8000", "--processes", "8"],
     "floor.py": ["--items", "100000", "--calls", "2000"],
     "helpers.py": ["--calls", "2000"],
+    "instructions.py": ["--rows", "2000", "--calls", "256"],
 }
 QUICK = {
     "targets.py": ["--rows", "1000", "--items", "2000", "--calls", "300"],
@@ -52,6 +58,7 @@ QUICK = {
     "contention.py": ["--events", "1000", "--processes", "8"],
     "floor.py": ["--items", "2000", "--calls", "300"],
     "helpers.py": ["--calls", "200"],
+    "instructions.py": ["--rows", "200", "--calls", "32"],
 }
 
 
@@ -70,6 +77,11 @@ def main() -> None:
         f" {cores} cores, {platform.machine()}",
     ]
     for script, options in (QUICK if args.quick else FULL).items():
+        if script == "instructions.py" and shutil.which("valgrind") is None:
+            missing = "valgrind is not on PATH (apt-get install valgrind)"
+            report += ["", f"## {script}: left out, {missing}"]
+            print(report[-1], flush=True)
+            continue
         t0 = time.monotonic()
         done = subprocess.run(
             [sys.executable, str(HERE / script), "--server", args.server, *options],
