@@ -38,6 +38,8 @@ from targets import TRIVIAL, at, event, fill, wait
 
 from agentplane_redis import RedisStore, Timer
 from agentplane_redis.embedded import Server
+from agentplane_redis.keys import TenantKeys
+from agentplane_redis.scripts import catalogue, library
 
 #: The targets, as multiples of the trivial script (issue "Performance").
 TARGETS = {"event life": 15, "timer life": 6}
@@ -67,6 +69,51 @@ class Counted(Server):
         if found is None:
             raise RuntimeError(f"no instruction count in {latest}")
         return int(found.group(1))
+
+
+def write_parts(server: Counted, client: redis.Redis, n: int) -> dict[str, float]:
+    """What every writing call costs before its own work, on ``arm``'s 6 keys and 8
+    arguments, through functions appended to a copy of the library: an empty
+    function; entering the operation's function as the library does (keys bound by
+    role, arguments copied); and that plus checking the call token and remembering
+    a one-element reply. Tokens are acknowledged eight at a time, as a store does."""
+    lib = library()
+    roles = catalogue()["arm"].roles
+    bind = ", ".join(f"{role} = keys[{i}]" for i, role in enumerate(roles, 1))
+    source = lib.source.replace(f"#!lua name={lib.name}", "#!lua name=agentplane_parts", 1)
+    source = source.replace(f"agentplane_{lib.version}_", "agentplane_parts_")
+    bound = f"function(keys) return {{ {bind} }} end"
+    source += f"""
+redis.register_function("part_empty", function() return 1 end)
+redis.register_function("part_entered", entry(function() return {{ "NEW" }} end, {bound}, true))
+redis.register_function("part_remembered",
+  entry(function() return guard(function() return {{ "NEW" }} end) end, {bound}, true))
+"""
+    client.function_load(source, replace=True)
+    keys = [TenantKeys("parts").key(role) for role in roles]
+
+    def calls(function: str) -> Callable[[], Any]:
+        def run() -> None:
+            received: list[str] = []
+            for i in range(n):
+                token = f"{1797000000000 + i:013d}{i:016x}"
+                acks = ",".join(received) if len(received) >= 8 else ""
+                if acks:
+                    received = []
+                args = (token, acks, "run", f"t-{i}", "1767225600000", "0", "forward", "")
+                client.fcall(function, len(keys), *keys, *args)
+                received.append(token)
+
+        return run
+
+    out = {
+        "an empty function, with arm's 6 keys and 8 arguments": calls("part_empty"),
+        "entering arm's function (keys bound by role, arguments copied)": calls("part_entered"),
+        "the same, with the call token checked and the reply remembered": calls("part_remembered"),
+    }
+    found = {name: server.count(batch) / n for name, batch in out.items()}
+    client.function_delete("agentplane_parts")
+    return found
 
 
 def counts(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]:
@@ -102,6 +149,7 @@ def counts(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> d
         "disarm": each(lambda i: store.timers.disarm(f"c-{i % 50}", f"t-{i}")),
     }
     out = {name: server.count(batch) / n for name, batch in batches.items()}
+    out.update(write_parts(server, client, n))
     each(arm("m"))()
     out["claim_due and disarm_many, per timer"] = server.count(complete_pages) / n
     out["event life"] = out["deliver"] + out["claim_for"] + out["unsubscribe"]
