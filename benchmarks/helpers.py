@@ -37,7 +37,9 @@ PIECES = {
     "read and check an event row": 'local f = event_parse("e", EROW)',
     "write an event row (16 fields)": "local s = pack(FIELDS)",
     "split a timer id into run and effect": "local a, b = wid_parts(TID)",
-    "an instant as a member's 16 digits": "local s = instant_key(1767225600000)",
+    "an instant as a member's 16 digits (a new one each run)": (
+        "local s = instant_key(1767225600000 + _)"
+    ),
     "enter deliver's function (18 keys by role, 12 arguments)": "ENTER(KEYS18, ARGS12)",
     "the same, keys set role by role into a growing table": "BY_ROLES(KEYS18, ARGS12)",
 }
