@@ -346,6 +346,34 @@ def test_replies_nobody_acknowledged_are_forgotten_after_a_day(rig):
     assert "old002" in left
 
 
+def test_a_reply_written_without_the_clock_is_stamped_by_the_first_sample(rig):
+    """A call that reads no clock keeps its reply unstamped; the first sample to find
+    it stamps it with the server's instant instead of judging its age, so it is
+    never forgotten sooner than a day after it was written."""
+    store = rig.store("acme", retries=0, direct=True)
+    replies = store.keys.key("replies")
+    before = int(rig.raw.time()[0]) * 1000
+    rig.raw.hset(replies, "1797000000000unstamped", "9999999999999999*0:")
+    _stale(rig, replies, (25,))
+    for i in range(600):
+        store.timers.arm(timer("r", f"t{i}", i))
+        if rig.raw.hget(replies, "1797000000000unstamped")[:1] != b"9":
+            break
+    after = (int(rig.raw.time()[0]) + 1) * 1000
+    entry = rig.raw.hget(replies, "1797000000000unstamped")
+    assert entry.endswith(b"*0:")
+    assert before <= int(entry[:16]) - 10**15 <= after
+
+
+def test_a_call_that_reads_the_server_clock_stamps_its_reply_with_it(rig):
+    """buffer at the server's clock: the reply's stamp is the event's received_at."""
+    store = rig.store("acme", retries=0, direct=True)
+    assert store.events.buffer(ev("e1", "k/1")) is True
+    ((entry,),) = [rig.raw.hvals(store.keys.key("replies"))]
+    received = store.events.lookup("src", "e1").received_at
+    assert int(entry[:16]) - 10**15 == int(received.timestamp() * 1000)
+
+
 def test_replies_of_the_earlier_layout_still_answer(rig):
     """A reply remembered by a release that also kept ``reply:order`` (same hash format)
     answers a call re-sent after the upgrade; the old sorted set is left alone."""

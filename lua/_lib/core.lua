@@ -80,13 +80,16 @@ local function serialize(v, out, n)
   return n + 1
 end
 
--- Remembers the reply, stamped with the server's instant; forgets the
--- acknowledged tokens, and those of remembered replies, sampled at random, that
--- are older than the horizon (an entry nobody acknowledges is sampled again and
--- again until it goes).
+-- Remembers the reply, stamped with the server's instant when the call has
+-- read the clock anyway; otherwise with UNSTAMPED, which the first sample to
+-- find the entry replaces with its own instant (so an entry is never
+-- forgotten sooner than the horizon after it was written, and a call that
+-- needs no clock reads none). Forgets the acknowledged tokens, and those of
+-- remembered replies, sampled at random, that are older than the horizon (an
+-- entry nobody acknowledges is sampled again and again until it goes).
+local UNSTAMPED = "9999999999999999"
 local function remember(res)
-  local now = server_now()
-  local text = { instant_key(now) }
+  local text = { server_ms and instant_key(server_ms) or UNSTAMPED }
   serialize(res, text, 1)
   redis.call("HSET", K.replies, TOKEN, table.concat(text))
   if ACKS ~= "" then
@@ -100,12 +103,21 @@ local function remember(res)
   if writes % REPLY_SAMPLE_EVERY ~= 1 then
     return
   end
+  local now = server_now()
   local sample = redis.call("HRANDFIELD", K.replies, REPLY_SAMPLE, "WITHVALUES")
-  local cutoff, old = now - REPLY_HORIZON_MS, {}
+  local cutoff, old, stamped = now - REPLY_HORIZON_MS, {}, {}
   for i = 1, #sample - 1, 2 do
-    if tonumber(string.sub(sample[i + 1], 1, 16)) - 1e15 < cutoff then
+    local entry = sample[i + 1]
+    local head = string.sub(entry, 1, INSTANT_WIDTH)
+    if head == UNSTAMPED then
+      stamped[#stamped + 1] = sample[i]
+      stamped[#stamped + 1] = instant_key(now) .. string.sub(entry, INSTANT_WIDTH + 1)
+    elseif tonumber(head) - 1e15 < cutoff then
       old[#old + 1] = sample[i]
     end
+  end
+  if #stamped > 0 then
+    redis.call("HSET", K.replies, unpack(stamped))
   end
   if #old > 0 then
     redis.call("HDEL", K.replies, unpack(old))
