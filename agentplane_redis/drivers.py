@@ -420,9 +420,11 @@ class _Driver:
         return acks
 
     def _command(self, call: Call, acks: list[str]) -> tuple[Any, ...]:
-        """The arguments after the script: key count, keys, then token, acks and args."""
-        head: tuple[str, ...] = (call.token, ",".join(acks)) if call.writes else ()
-        return (len(call.keys), *call.keys, *head, *call.args)
+        """The arguments after the script: key count, keys, args, then for a write its
+        token and the acknowledged tokens (last, so that the script reads its
+        arguments where they arrive, without copying them)."""
+        tail: tuple[str, ...] = (call.token, ",".join(acks)) if call.writes else ()
+        return (len(call.keys), *call.keys, *call.args, *tail)
 
     def _received(self, call: Call, reply: Any) -> Any:
         if not call.writes:

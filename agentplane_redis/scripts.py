@@ -160,14 +160,9 @@ def header_roles(text: str, name: str) -> tuple[str, ...]:
 
 #: What a writing script binds before its body: the token, the acknowledged
 #: tokens, and ARGV without them (copied: Lua 5.1 unpacks a few thousand values).
-_TOKEN_BINDING = """local TOKEN, ACKS = ARGV[1], ARGV[2]
-local ARGV = (function(all)
-  local rest = {}
-  for i = 3, #all do
-    rest[i - 2] = all[i]
-  end
-  return rest
-end)(ARGV)"""
+_TOKEN_BINDING = """local TOKEN, ACKS = ARGV[#ARGV - 1], ARGV[#ARGV]
+ARGV[#ARGV] = nil
+ARGV[#ARGV] = nil"""
 _NO_TOKEN = "local TOKEN, ACKS = nil, nil"
 
 
@@ -217,19 +212,14 @@ class LuaLibrary:
 _ENTRY = """local function entry(op, bind, writes)
   return function(keys, args)
     KEYS, K, server_ms = keys, bind(keys), nil
-    if writes then
-      TOKEN, ACKS = args[1], args[2]
-      if #args <= CHUNK then
-        ARGV = { unpack(args, 3) }
-      else -- past what Lua 5.1 unpacks at once
-        ARGV = {}
-        for i = 3, #args do
-          ARGV[i - 2] = args[i]
-        end
-      end
+    if writes then -- the call token and the acknowledged tokens come last
+      local n = #args
+      TOKEN, ACKS = args[n - 1], args[n]
+      args[n], args[n - 1] = nil, nil
     else
-      TOKEN, ACKS, ARGV = nil, nil, args
+      TOKEN, ACKS = nil, nil
     end
+    ARGV = args
     return op()
   end
 end"""

@@ -75,7 +75,7 @@ def write_parts(server: Counted, client: redis.Redis, n: int) -> dict[str, float
     """What every writing call costs before its own work, on ``arm``'s 6 keys and 8
     arguments, through functions appended to a copy of the library: an empty
     function; entering the operation's function as the library does (keys bound by
-    role, arguments copied); and that plus checking the call token and remembering
+    role); and that plus checking the call token and remembering
     a one-element reply. Tokens are acknowledged eight at a time, as a store does."""
     lib = library()
     roles = catalogue()["arm"].roles
@@ -100,7 +100,7 @@ redis.register_function("part_remembered",
                 acks = ",".join(received) if len(received) >= 8 else ""
                 if acks:
                     received = []
-                args = (token, acks, "run", f"t-{i}", "1767225600000", "0", "forward", "")
+                args = ("run", f"t-{i}", "1767225600000", "0", "forward", "", token, acks)
                 client.fcall(function, len(keys), *keys, *args)
                 received.append(token)
 
@@ -108,7 +108,7 @@ redis.register_function("part_remembered",
 
     out = {
         "an empty function, with arm's 6 keys and 8 arguments": calls("part_empty"),
-        "entering arm's function (keys bound by role, arguments copied)": calls("part_entered"),
+        "entering arm's function (keys bound by role)": calls("part_entered"),
         "the same, with the call token checked and the reply remembered": calls("part_remembered"),
     }
     found = {name: server.count(batch) / n for name, batch in out.items()}
