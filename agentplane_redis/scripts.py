@@ -158,8 +158,8 @@ def header_roles(text: str, name: str) -> tuple[str, ...]:
     return tuple(roles)
 
 
-#: What a writing script binds before its body: the token, the acknowledged
-#: tokens, and ARGV without them (copied: Lua 5.1 unpacks a few thousand values).
+#: What a writing script binds before its body: the token and the acknowledged
+#: tokens, its last two arguments, taken off ARGV (which is not copied).
 _TOKEN_BINDING = """local TOKEN, ACKS = ARGV[#ARGV - 1], ARGV[#ARGV]
 ARGV[#ARGV] = nil
 ARGV[#ARGV] = nil"""
