@@ -55,18 +55,21 @@ end
 -- remembered for the lengths below 256, and pushed apart from the string, which
 -- is never copied; n counts what out holds.
 local DOLLAR = {}
+local function dollar(len)
+  local head = DOLLAR[len]
+  if not head then
+    head = "$" .. length_colon(len)
+    if len < 256 then
+      DOLLAR[len] = head
+    end
+  end
+  return head
+end
+
 local function serialize(v, out, n)
   local kind = type(v)
   if kind == "string" then
-    local len = #v
-    local head = DOLLAR[len]
-    if not head then
-      head = "$" .. length_colon(len)
-      if len < 256 then
-        DOLLAR[len] = head
-      end
-    end
-    out[n + 1], out[n + 2] = head, v
+    out[n + 1], out[n + 2] = dollar(#v), v
     return n + 2
   elseif kind == "table" then
     n = n + 1
@@ -89,9 +92,15 @@ end
 -- entry nobody acknowledges is sampled again and again until it goes).
 local UNSTAMPED = "9999999999999999"
 local function remember(res)
-  local text = { server_ms and instant_key(server_ms) or UNSTAMPED }
-  serialize(res, text, 1)
-  redis.call("HSET", K.replies, TOKEN, table.concat(text))
+  local stamp, text = server_ms and instant_key(server_ms) or UNSTAMPED, nil
+  local only = #res == 1 and res[1]
+  if type(only) == "string" then -- the usual {"NEW"}, {"OK"}, ...: one concatenation
+    text = stamp .. "*1:" .. dollar(#only) .. only
+  else
+    local out = { stamp }
+    text = table.concat(out, "", 1, serialize(res, out, 1))
+  end
+  redis.call("HSET", K.replies, TOKEN, text)
   if ACKS ~= "" then
     local acked = {}
     for ack in string.gmatch(ACKS, "[^,]+") do
