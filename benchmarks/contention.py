@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import redis
+from targets import server_version
 
 from agentplane_redis import CorrelationKey, InboundEvent, RedisStore, Subscription
 from agentplane_redis.embedded import Server
@@ -90,7 +91,7 @@ def main() -> None:
     me = [sys.executable, str(Path(__file__).resolve())]
     with Server(args.server) as server:
         client = redis.Redis.from_url(server.url)
-        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        version = server_version(client)
         store = RedisStore(client, tenant="hot")
         for i in range(args.events):
             store.events.buffer(InboundEvent("s", f"e{i}", "payment.settled", {}, HOT))

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import redis
+from targets import server_version
 
 from agentplane_redis import RedisStore, Timer
 from agentplane_redis.embedded import Server
@@ -133,7 +134,7 @@ def main() -> None:
     results: dict[str, list[tuple[float, float]]] = {}
     with Server(args.server) as server:
         client = redis.Redis.from_url(server.url)
-        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        version = server_version(client)
         for _ in range(args.runs):
             client.flushall()
             share = args.jobs // args.processes

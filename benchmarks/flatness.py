@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import redis
-from targets import Slowlog, event, wait
+from targets import Slowlog, event, server_version, wait
 
 from agentplane_redis import RedisStore, Timer, ops
 from agentplane_redis.embedded import Server
@@ -127,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
     with Server(args.server) as server:
         client = redis.Redis.from_url(server.url)
-        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        version = server_version(client)
         small = RedisStore(client, tenant="small")
         large = RedisStore(client, tenant="large")
         fill(small, args.small, "s")

@@ -57,7 +57,17 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from targets import PAYLOAD, TRIVIAL, at, event, memory, server_mean, unlogged, wait
+from targets import (
+    PAYLOAD,
+    TRIVIAL,
+    at,
+    event,
+    memory,
+    server_mean,
+    server_version,
+    unlogged,
+    wait,
+)
 
 from agentplane_redis import RedisStore
 from agentplane_redis.embedded import Server
@@ -483,7 +493,7 @@ def main() -> None:
     n = args.calls
     with Server(args.server) as server:
         client = redis.Redis.from_url(server.url)
-        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        version = server_version(client)
         print(f"{args.server} {version}; {n:,} calls per operation, {ROUNDS} rounds\n")
         client.function_load(SKETCH, replace=True)
         fill_sketch(client, args.rows)

@@ -17,7 +17,7 @@ import argparse
 import statistics
 
 import redis
-from targets import server_mean
+from targets import server_mean, server_version
 
 from agentplane_redis.embedded import Server
 from agentplane_redis.scripts import catalogue, library
@@ -90,7 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     with Server(args.server) as server:
         client = redis.Redis.from_url(server.url)
-        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        version = server_version(client)
         client.function_load(source())
         client.config_set("slowlog-log-slower-than", -1)
         means: dict[str, list[float]] = {name: [] for name in PIECES}

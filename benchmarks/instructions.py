@@ -34,7 +34,7 @@ from typing import Any
 
 import redis
 from floor import SKETCH, fill_sketch, sketch_lives
-from targets import TRIVIAL, at, event, fill, wait
+from targets import TRIVIAL, at, event, fill, server_version, wait
 
 from agentplane_redis import RedisStore, Timer
 from agentplane_redis.embedded import Server
@@ -188,7 +188,7 @@ def main() -> None:
         client = redis.Redis.from_url(server.url)
         # Calls run some fifty times slower under callgrind: none is logged as slow.
         client.config_set("slowlog-log-slower-than", -1)
-        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        version = server_version(client)
         print(
             f"{args.server} {version} under callgrind; {args.rows:,} rows per structure,"
             f" {args.calls:,} calls per operation\n"

@@ -20,6 +20,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
 import redis
+from targets import server_version
 
 from agentplane_redis import CorrelationKey, InboundEvent, RedisStore, Subscription, Timer
 from agentplane_redis.acl import load_library
@@ -140,8 +141,7 @@ def main() -> None:
         for _ in range(PAGE_OF_ONE):
             small.timers.claim_due(now=at(PAGE_OF_ONE), limit=1)
         collect("claim_due, limit=1")
-        info = client.info()
-        version = info.get("valkey_version") or info["redis_version"]
+        version = server_version(client)
     print(f"{args.server} {version}, {args.events} events; server time per step in us")
     print(f"{'script':18} {'calls':>7} {'p50':>6} {'p99':>6} {'max':>6}")
     worst = 0.0

@@ -91,6 +91,12 @@ class Slowlog:
         return times
 
 
+def server_version(client: redis.Redis) -> str:
+    """The server's version, Valkey's where it is Valkey (one ``INFO server``)."""
+    info = client.info("server")
+    return str(info.get("valkey_version") or info["redis_version"])
+
+
 def p50(values: list[int]) -> float:
     return float(statistics.median(values)) if values else float("nan")
 
@@ -316,7 +322,7 @@ def main() -> None:
     args = parser.parse_args()
     with Server(args.server) as server:
         client = redis.Redis.from_url(server.url)
-        version = client.info("server").get("valkey_version") or client.info()["redis_version"]
+        version = server_version(client)
         print(f"{args.server} {version}; {args.rows:,} rows per structure\n")
         store = RedisStore(client, tenant="bench")
         scripts = RedisStore(client, tenant="bench-scripts", functions=False)

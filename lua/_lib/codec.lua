@@ -152,10 +152,11 @@ local function unpack_row(s)
       colon, len = pos + 3, (a - 48) * 100 + (b - 48) * 10 + c - 48
     else
       colon = find(s, ":", pos, true)
-      if not colon or not find(sub(s, pos, colon - 1), "^[1-9]%d*$") then
+      local digits = colon and sub(s, pos, colon - 1)
+      if not digits or not find(digits, "^[1-9]%d*$") then
         return nil
       end
-      len = tonumber(sub(s, pos, colon - 1))
+      len = tonumber(digits)
     end
     local stop = colon + len
     local comma
