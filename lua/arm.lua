@@ -29,7 +29,7 @@ return guard(function()
   end
   local f = { "t1", fire_at, ARGV[4], ARGV[5], ARGV[6], "", "" }
   local member = due_member(tid, f)
-  redis.call("HSET", K.timers, tid, pack(f))
+  redis.call("HSET", K.timers, tid, timer_pack(f))
   redis.call("ZADD", K.timer_due, "0", member)
   redis.call("ZADD", K.timer_ready, "0", member)
   return { "NEW" }

@@ -68,7 +68,7 @@ return guard(function()
       retired[#retired + 1] = { tid = tids[i], f = f }
     elseif f[T_CLAIMED] == "" or tonumber(f[T_CLAIMED]) + tonumber(f[T_LEASE]) <= now then
       f[T_CLAIMED], f[T_LEASE] = claimed_at, lease_ms
-      local row = pack(f)
+      local row = timer_pack(f)
       written[#written + 1] = tids[i]
       written[#written + 1] = row
       taken[#taken + 1] = walked[i]
