@@ -38,7 +38,7 @@ return guard(function()
     live_collect(acc, eids[i], f)
     f[E_STATE], f[E_REASON] = "dead", reason
     written[#written + 1] = eids[i]
-    written[#written + 1] = pack(f)
+    written[#written + 1] = event_pack(f)
     dead[i] = members[i]
   end
   if #rows > 0 then

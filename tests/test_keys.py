@@ -338,7 +338,7 @@ def test_the_quick_timer_read_on_each_odd_field(raw):
                 fields = [*base[:i], value, *base[i + 1 :]]
                 row = pack_row(fields)
                 rows += [row, row[:-1], row + b"0:,", b"0" + row]
-                rows += [misstated(fields, i, k) for k in range(7) for i in (-1, 0, 1)]
+                rows += [misstated(fields, by, k) for k in range(7) for by in (-1, 0, 1)]
     answers = raw.eval(TIMER_READS, 0, *rows)
     taken = 0
     for row, (quick, checked, repacked) in zip(rows, answers, strict=True):
@@ -348,3 +348,81 @@ def test_the_quick_timer_read_on_each_odd_field(raw):
         elif checked:
             assert checked == row
     assert taken > len(bases) * 20  # the usual rows among them did take it
+
+
+WAIT_READS = (
+    CODEC
+    + expand(lua_root(), "_lib/core.lua")
+    + expand(lua_root(), "_lib/waits.lua")
+    + """
+local out = {}
+for i = 1, #ARGV do
+  local quick = wait_fields(ARGV[i])
+  local ok, checked = pcall(wait_parse_checked, "w", ARGV[i])
+  out[i] = {
+    quick and pack(quick) or false,
+    ok and pack(checked) or false,
+    quick and wait_pack(quick) or false,
+  }
+end
+return out
+"""
+)
+WAIT_ODD = {
+    0: [b"w2", b"", b"w", b"w1 "],
+    1: [b"", b"a,b", b"k:1", b"payment.settled", b"\x00\x01", b"x" * 300],
+    2: [b"4294967295", b"4294967296", b"999999999", b"0999999999", b"", b"-1", b"1 "],
+    3: [b"Forward", b"back", b"", b"forward ", b"compensate", b"compensating"],
+    4: [b"0:,", b"1:,2:ab,", b"\x00\x01", b",", b":", b"x" * 256, b"y" * 1000],
+    5: [b"", b"stripe", b"a,b", b"0:,", b"x" * 1000],
+}
+
+
+def test_the_quick_wait_read_on_each_odd_field(raw):
+    """Each field of an attributes row made odd in turn, its lengths misstated: the quick
+    read takes only rows the whole check accepts, as it reads them."""
+    bases = [
+        [b"w1", b"payment.settled", b"7", b"forward", b"", b""],
+        [b"w1", b"k", b"0", b"compensating", b"case", b"stripe"],
+    ]
+    rows = []
+    for base in bases:
+        rows.append(pack_row(base))
+        for i, values in WAIT_ODD.items():
+            for value in values:
+                fields = [*base[:i], value, *base[i + 1 :]]
+                row = pack_row(fields)
+                rows += [row, row[:-1], row + b"0:,", b"0" + row]
+                rows += [misstated(fields, by, k) for k in range(6) for by in (-1, 0, 1)]
+    taken = 0
+    for row, (quick, checked, repacked) in zip(rows, raw.eval(WAIT_READS, 0, *rows), strict=True):
+        if quick:
+            taken += 1
+            assert quick == checked == repacked == row
+        elif checked:
+            assert checked == row
+    assert taken > len(bases) * 15
+
+
+EVENT_PACKS = (
+    CODEC
+    + expand(lua_root(), "_lib/core.lua")
+    + expand(lua_root(), "_lib/events.lua")
+    + """
+local f = {}
+for i = 1, #ARGV do
+  f[i] = ARGV[i]
+end
+return { pack(f), event_pack(f) }
+"""
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.binary(max_size=300), max_size=22))
+def test_an_event_row_is_packed_as_pack_packs_it(raw, fields):
+    """event_pack writes exactly pack's bytes, for any number of fields."""
+    packed, event_packed = raw.eval(EVENT_PACKS, 0, *fields)
+    assert packed == event_packed == pack_row(fields)

@@ -90,16 +90,20 @@ local function decimal(n)
   return DECIMAL_TEXT
 end
 
+-- (A number of at most 13 characters is in range without converting it.)
 local function is_instant(s)
   if not s or not string.find(s, "^%-?%d+$") or #s > 16 then
     return false
+  end
+  if #s <= 13 then
+    return true
   end
   local n = tonumber(s)
   return n >= MIN_INSTANT and n <= MAX_INSTANT
 end
 
 local function is_step(s)
-  return s ~= nil and string.find(s, "^%d+$") ~= nil and #s <= 10 and tonumber(s) <= 4294967295
+  return s ~= nil and string.find(s, "^%d+$") ~= nil and (#s <= 9 or #s == 10 and tonumber(s) <= 4294967295)
 end
 
 local function is_phase(s)
@@ -120,6 +124,22 @@ local function length_colon(n)
     end
   end
   return s
+end
+
+-- "<n>:" of a field's length as the number n; nil when not one length_colon writes.
+local COLON_N = {}
+local function colon_n(text)
+  local n = COLON_N[text]
+  if not n then
+    n = tonumber(string.sub(text, 1, -2))
+    if not n or (LENGTH[n] or length_colon(n)) ~= text then
+      return nil
+    end
+    if n < 256 then
+      COLON_N[text] = n
+    end
+  end
+  return n
 end
 
 -- A row's text. Every string a concatenation makes is hashed and allocated,

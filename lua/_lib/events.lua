@@ -79,16 +79,45 @@ local function event_read(eid)
   return event_parse(eid, raw)
 end
 
+-- An event row's text: pack's, its fourteen fixed fields as one concatenation.
+local function event_pack(f)
+  local L, n = LENGTH, #f
+  if n < 14 then
+    return pack(f)
+  end
+  local a, b, c, d, e, g, h = f[1], f[2], f[3], f[4], f[5], f[6], f[7]
+  local i, j, k, l, m, o, q = f[8], f[9], f[10], f[11], f[12], f[13], f[14]
+  local row = (L[#a] or length_colon(#a)) .. a .. "," .. (L[#b] or length_colon(#b)) .. b .. ","
+    .. (L[#c] or length_colon(#c)) .. c .. "," .. (L[#d] or length_colon(#d)) .. d .. ","
+    .. (L[#e] or length_colon(#e)) .. e .. "," .. (L[#g] or length_colon(#g)) .. g .. ","
+    .. (L[#h] or length_colon(#h)) .. h .. "," .. (L[#i] or length_colon(#i)) .. i .. ","
+    .. (L[#j] or length_colon(#j)) .. j .. "," .. (L[#k] or length_colon(#k)) .. k .. ","
+    .. (L[#l] or length_colon(#l)) .. l .. "," .. (L[#m] or length_colon(#m)) .. m .. ","
+    .. (L[#o] or length_colon(#o)) .. o .. "," .. (L[#q] or length_colon(#q)) .. q .. ","
+  if n == 16 then -- one correlation key, the usual
+    local ns, value = f[15], f[16]
+    return row .. (L[#ns] or length_colon(#ns)) .. ns .. ","
+      .. (L[#value] or length_colon(#value)) .. value .. ","
+  elseif n > 14 then
+    local rest = {}
+    for x = 15, n do
+      rest[x - 14] = f[x]
+    end
+    return row .. pack(rest)
+  end
+  return row
+end
+
 -- Writes the row; returns it packed.
 local function event_write(eid, f)
-  local row = pack(f)
+  local row = event_pack(f)
   redis.call("HSET", K.events, eid, row)
   return row
 end
 
 -- {row, has payload, payload}; row is f packed, when the caller has it already.
 local function event_reply(eid, f, row)
-  row = row or pack(f)
+  row = row or event_pack(f)
   local payload = redis.call("HGET", K.payloads, eid)
   if payload then
     return { row, "1", payload }

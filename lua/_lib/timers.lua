@@ -25,22 +25,6 @@ local function timer_parse_checked(tid, raw)
   return f
 end
 
--- "<n>:" of a field's length as the number n; nil when not one length_colon writes.
-local COLON_N = {}
-local function colon_n(text)
-  local n = COLON_N[text]
-  if not n then
-    n = tonumber(string.sub(text, 1, -2))
-    if not n or (LENGTH[n] or length_colon(n)) ~= text then
-      return nil
-    end
-    if n < 256 then
-      COLON_N[text] = n
-    end
-  end
-  return n
-end
-
 -- The usual row read with two pattern matches instead of a call into C per
 -- field (the hottest read of claim_due): the fields as timer_parse_checked
 -- reads them, or nil when the row is not in the usual form (then the whole

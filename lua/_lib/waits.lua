@@ -12,16 +12,53 @@
 
 local W_KIND, W_STEP, W_PHASE, W_CASE, W_FROM = 2, 3, 4, 5, 6
 
-local function wait_read(wid)
-  local raw = redis.call("HGET", K.waits, wid)
-  if not raw then
-    return nil
-  end
+-- A stored attributes row's fields, checked (corruption aborts the script):
+-- the whole check, which wait_read falls back to.
+local function wait_parse_checked(wid, raw)
   local f = unpack_row(raw)
   if not f or #f ~= 6 or f[1] ~= "w1" or f[W_KIND] == "" or not is_step(f[W_STEP]) or not is_phase(f[W_PHASE]) then
     corrupt("wait", wid, "bad attributes")
   end
   return f
+end
+
+-- The usual attributes row (no comma in its kind or from_source) read with two
+-- pattern matches, as timer_fields reads a timer row: the fields as
+-- wait_parse_checked reads them, or nil when the row is not in that form.
+local function wait_fields(raw)
+  local L = LENGTH
+  local kl, kind, sl, step, pl, phase, cl, at =
+    string.match(raw, "^2:w1,(%d+:)([^,]+),(%d+:)(%d+),(%d+:)(%l+),(%d+:)()")
+  if not kind or (L[#kind] or length_colon(#kind)) ~= kl or (L[#step] or length_colon(#step)) ~= sl
+    or (L[#phase] or length_colon(#phase)) ~= pl then
+    return nil
+  end
+  local n = colon_n(cl)
+  if not n then
+    return nil
+  end
+  local fl, from = string.match(raw, "^,(%d+:)([^,]*),$", at + n)
+  if not fl or (L[#from] or length_colon(#from)) ~= fl or (#step > 9 and not is_step(step))
+    or (phase ~= "forward" and phase ~= "compensating") then
+    return nil
+  end
+  return { "w1", kind, step, phase, string.sub(raw, at, at + n - 1), from }
+end
+
+-- An attributes row's text: pack's, as one concatenation.
+local function wait_pack(f)
+  local L, a, b, c, d, e, g = LENGTH, f[1], f[2], f[3], f[4], f[5], f[6]
+  return (L[#a] or length_colon(#a)) .. a .. "," .. (L[#b] or length_colon(#b)) .. b .. ","
+    .. (L[#c] or length_colon(#c)) .. c .. "," .. (L[#d] or length_colon(#d)) .. d .. ","
+    .. (L[#e] or length_colon(#e)) .. e .. "," .. (L[#g] or length_colon(#g)) .. g .. ","
+end
+
+local function wait_read(wid)
+  local raw = redis.call("HGET", K.waits, wid)
+  if not raw then
+    return nil
+  end
+  return wait_fields(raw) or wait_parse_checked(wid, raw)
 end
 
 local function is_sealed(run)
@@ -103,7 +140,7 @@ local function register(run, wid, attrs, nv_list, at, electable)
     elect_new(wid, in_force, added, at)
   end
   if not stored then
-    redis.call("HSET", K.waits, wid, pack(attrs))
+    redis.call("HSET", K.waits, wid, wait_pack(attrs))
     if marked and not sealed then
       redis.call("ZREM", K.mark_index, "B" .. wid)
       redis.call("ZADD", K.mark_index, "0", "L" .. wid)
@@ -172,7 +209,7 @@ local function sub_reply(run, effect, wid, attrs, rows)
     keys[#keys + 1] = dec(parts[1])
     keys[#keys + 1] = dec(parts[2])
   end
-  return { run, effect, pack(attrs), keys }
+  return { run, effect, wait_pack(attrs), keys }
 end
 
 -- The distinct waits of a run, in effect order: a list of {wid, effect}.
