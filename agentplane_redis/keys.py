@@ -158,6 +158,21 @@ def pack_row(fields: Iterable[bytes]) -> bytes:
 
 def unpack_row(raw: bytes) -> list[bytes] | None:
     """The fields of a netstring row, or None when it is not one."""
+    # The usual row has no comma inside a field: split at every comma, each piece
+    # is a field exactly when its head is its body's length as pack_row writes it.
+    pieces = raw.split(b",")
+    if not pieces.pop():
+        fields = []
+        for piece in pieces:
+            head, colon, body = piece.partition(b":")
+            if not colon or head != b"%d" % len(body):
+                return _unpack_row_by_lengths(raw)
+            fields.append(body)
+        return fields
+    return _unpack_row_by_lengths(raw)
+
+
+def _unpack_row_by_lengths(raw: bytes) -> list[bytes] | None:
     out: list[bytes] = []
     pos = 0
     while pos < len(raw):

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from agentplane_redis.codec import MAX_INSTANT, MIN_INSTANT
 from agentplane_redis.keys import (
     TenantKeys,
+    _unpack_row_by_lengths,
     component,
     instant_member,
     pack_row,
@@ -55,7 +56,35 @@ def test_rows_round_trip(fields):
     assert unpack_row(pack_row(fields)) == fields
 
 
-@pytest.mark.parametrize("bad", [b"3:ab,", b"2:ab", b"x:ab,", b"2:abc", b":,"])
+@st.composite
+def odd_rows(draw: st.DrawFn) -> bytes:
+    """A packed row, as is or cut, with a byte changed, or a length misstated."""
+    fields = draw(
+        st.lists(st.binary(max_size=12) | st.sampled_from([b",", b"1:,", b":"]), max_size=6)
+    )
+    row = pack_row(fields)
+    how = draw(st.sampled_from(["as is", "cut", "byte", "length"]))
+    if how == "cut" and row:
+        row = row[: draw(st.integers(0, len(row) - 1))]
+    elif how == "byte" and row:
+        i = draw(st.integers(0, len(row) - 1))
+        row = row[:i] + draw(st.sampled_from([b",", b":", b"0", b"9", b"x"])) + row[i + 1 :]
+    elif how == "length" and fields:
+        k = draw(st.integers(0, len(fields) - 1))
+        head = draw(st.sampled_from([b"0%d:", b"%d :", b"+%d:"])) % len(fields[k])
+        row = b"".join(
+            (head if i == k else b"%d:" % len(f)) + f + b"," for i, f in enumerate(fields)
+        )
+    return row
+
+
+@given(odd_rows())
+def test_the_quick_row_read_reads_as_the_lengths_do(row):
+    """unpack_row's split at commas answers exactly what reading by lengths answers."""
+    assert unpack_row(row) == _unpack_row_by_lengths(row)
+
+
+@pytest.mark.parametrize("bad", [b"3:ab,", b"2:ab", b"x:ab,", b"2:abc", b":,", b"0,", b"1:,"])
 def test_a_broken_row_is_not_read(bad):
     """Short, long or non-numeric lengths are refused."""
     assert unpack_row(bad) is None
