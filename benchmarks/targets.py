@@ -78,15 +78,22 @@ class Slowlog:
         client.config_set("slowlog-max-len", 2_000_000)
         client.slowlog_reset()
 
+    def name_of(self, entry: dict[str, Any]) -> str | None:
+        """The script or function a logged entry ran; None for a plain command."""
+        command = entry["command"]
+        if isinstance(command, bytes):
+            command = command.decode("utf-8", "replace")
+        parts = str(command).split()
+        if len(parts) > 1 and parts[0].upper() in ("EVALSHA", "FCALL"):
+            return self.names.get(parts[1], "?")
+        return None
+
     def take(self) -> dict[str, list[int]]:
         times: dict[str, list[int]] = {}
         for entry in self.client.slowlog_get(2_000_000):
-            command = entry["command"]
-            if isinstance(command, bytes):
-                command = command.decode("utf-8", "replace")
-            parts = str(command).split()
-            if len(parts) > 1 and parts[0].upper() in ("EVALSHA", "FCALL"):
-                times.setdefault(self.names.get(parts[1], "?"), []).append(entry["duration"])
+            name = self.name_of(entry)
+            if name is not None:
+                times.setdefault(name, []).append(entry["duration"])
         self.client.slowlog_reset()
         return times
 

@@ -113,6 +113,24 @@ def test_flatness_and_contention_run_and_check_their_claims():
     assert "| WATCH/MULTI |" in hot
 
 
+def test_flatness_reads_each_call_s_tenant_and_a_median_finer_than_a_microsecond(
+    monkeypatch,
+):
+    """SLOWLOG records whole microseconds: the p50 is interpolated within its
+    microsecond, and each logged call goes to the tenant its first key names."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import flatness
+
+    assert flatness.p50([5, 5, 5]) == 5
+    assert flatness.p50([3, 3, 3, 4]) == pytest.approx(3 - 0.5 + 2 / 3)
+    assert flatness.p50([3, 4, 4, 4]) == pytest.approx(4 - 0.5 + 1 / 3)
+    assert flatness.p50([1, 2, 3, 100]) == pytest.approx(2.5)
+    entry = {"command": b"FCALL agentplane_x_arm 6 agentplane:{large}:timer agentplane:{large}:t"}
+    assert flatness.tenant_of(entry) == "large"
+    assert flatness.tenant_of({"command": "EVALSHA ab12 2 agentplane:{small}:event x"}) == "small"
+    assert flatness.tenant_of({"command": "PING"}) == ""
+
+
 @pytest.mark.real
 def test_the_drain_runs_against_the_ceiling_and_the_peers(request):
     """Installs arq, saq and bullmq into benchmarks/.peers-venv from the package index
