@@ -158,12 +158,19 @@ end
 
 -- ARGV[first ..] as (namespace, value) pairs: encoded "ns value" for members,
 -- and the raw strings for rows.
+-- (One pair, the usual, is built by constructors, which size their tables.)
 local function key_args(first)
-  local nv, raw = {}, {}
-  for i = first, #ARGV - 1, 2 do
-    nv[#nv + 1] = enc(ARGV[i]) .. enc(ARGV[i + 1])
-    raw[#raw + 1] = ARGV[i]
-    raw[#raw + 1] = ARGV[i + 1]
+  local args, last = ARGV, #ARGV - 1
+  if last == first then
+    local ns, value = args[first], args[first + 1]
+    return { enc(ns) .. enc(value) }, { ns, value }
+  end
+  local nv, raw, n = {}, {}, 0
+  for i = first, last, 2 do
+    local ns, value = args[i], args[i + 1]
+    n = n + 1
+    nv[n] = enc(ns) .. enc(value)
+    raw[2 * n - 1], raw[2 * n] = ns, value
   end
   return nv, raw
 end

@@ -243,17 +243,20 @@ end
 -- ARGV[first ..]: source, id, kind, payload JSON, minter actor, minter basis,
 -- then (namespace, value) pairs.
 local function event_args(first)
-  local a = {
-    source = ARGV[first],
-    id = ARGV[first + 1],
-    kind = ARGV[first + 2],
-    payload = ARGV[first + 3],
-    actor = ARGV[first + 4],
-    basis = ARGV[first + 5],
+  local args = ARGV
+  local source, id = args[first], args[first + 1]
+  local nv, keys = key_args(first + 6)
+  return {
+    source = source,
+    id = id,
+    kind = args[first + 2],
+    payload = args[first + 3],
+    actor = args[first + 4],
+    basis = args[first + 5],
+    eid = enc(source) .. enc(id),
+    nv = nv,
+    keys = keys,
   }
-  a.eid = enc(a.source) .. enc(a.id)
-  a.nv, a.keys = key_args(first + 6)
-  return a
 end
 
 -- Inserts the event of event_args as a new row in state (live or held).

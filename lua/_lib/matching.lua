@@ -75,14 +75,15 @@ local function claim_reply(sub, attrs, at, marked)
 end
 
 -- match_waiter's election: the oldest unparked, unsealed wait for an event row
--- (f: its kind, sender and keys), as run, effect, wid and attributes; or nil.
+-- (f: its kind, sender and keys; nv_list: its keys encoded, when the caller has
+-- them), as run, effect, wid and attributes; or nil.
 -- It only reads. Parked waits and sealed runs' waits are not in the election
 -- indexes, so the first entry under each key is the winner; waits restricted to
 -- a sender sit in their own index, merged here by bytes.
-local function electee(f)
+local function electee(f, nv_list)
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
-  for i = E_KEYS, #f, 2 do
-    local nv = enc(f[i]) .. enc(f[i + 1])
+  nv_list = nv_list or event_nv(f)
+  for _, nv in ipairs(nv_list) do
     local pa, pb = kind .. nv, kind .. source .. nv
     local a = with_prefix(K.electable, pa, 1)[1]
     local b = with_prefix(K.electable_by_sender, pb, 1)[1]
@@ -108,8 +109,8 @@ end
 
 -- Holds the row eid (live, or a new one not written yet) for the elected wait
 -- and returns the wait's Subscription reply, or nil (nothing written).
-local function elect(eid, f, at)
-  local run, effect, wid, attrs = electee(f)
+local function elect(eid, f, at, nv_list)
+  local run, effect, wid, attrs = electee(f, nv_list)
   if not run then
     return nil
   end

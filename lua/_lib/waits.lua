@@ -232,9 +232,15 @@ end
 -- ARGV[2 ..]: run, effect, kind, step, phase, case, from_source ("" for
 -- none), then (namespace, value) pairs.
 local function sub_args()
-  local s = { run = ARGV[2], effect = ARGV[3], kind = ARGV[4], from = ARGV[8] }
-  s.wid = enc(s.run) .. enc(s.effect)
-  s.attrs = { "w1", ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8] }
-  s.nv = key_args(9)
-  return s
+  local args = ARGV
+  local run, effect, kind, from = args[2], args[3], args[4], args[8]
+  return {
+    run = run,
+    effect = effect,
+    kind = kind,
+    from = from,
+    wid = enc(run) .. enc(effect),
+    attrs = { "w1", kind, args[5], args[6], args[7], from },
+    nv = (key_args(9)),
+  }
 end
