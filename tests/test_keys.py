@@ -455,3 +455,41 @@ def test_an_event_row_is_packed_as_pack_packs_it(raw, fields):
     """event_pack writes exactly pack's bytes, for any number of fields."""
     packed, event_packed = raw.eval(EVENT_PACKS, 0, *fields)
     assert packed == event_packed == pack_row(fields)
+
+
+LUA_INSTANT_TEXT = (
+    CODEC
+    + """
+local out = {}
+for i = 1, #ARGV do
+  local n = instant_of(ARGV[i])
+  out[3 * i - 2] = n and instant_key(n) or false
+  out[3 * i - 1] = n and decimal(n) or false
+  out[3 * i] = n and string.format("%016.0f", n + 1e15) .. "/" .. string.format("%.0f", n) or false
+end
+return out
+"""
+)
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.integers(MIN_INSTANT, MAX_INSTANT).map(str)
+        | st.sampled_from(["007", "0", "-0", "-5", "1e3", " 12", "12 ", "0x10", "1.5", "x"])
+        | st.integers(10**14, 10**16).map(str),
+        min_size=1,
+        max_size=50,
+    )
+)
+def test_an_instant_s_text_prints_as_string_format_would(raw, texts):
+    """instant_of sets the printing memos from an instant's own text only where that
+    text is what printing the number gives: every text, in any order, prints after
+    it as string.format prints its number."""
+    out = raw.eval(LUA_INSTANT_TEXT, 0, *texts)
+    for i in range(len(texts)):
+        key, text, formatted = out[3 * i], out[3 * i + 1], out[3 * i + 2]
+        if formatted:
+            assert key + b"/" + text == formatted

@@ -90,6 +90,24 @@ local function decimal(n)
   return DECIMAL_TEXT
 end
 
+-- The number a decimal text stands for, as tonumber reads it. Where the text
+-- is written as the store sends an instant (no sign, no leading zero, at most
+-- 15 digits: what decimal prints for it), both memos above are set from the
+-- text, so printing that instant again costs a concatenation, not a printf.
+local ZEROS = {
+  [0] = "",
+  "0", "00", "000", "0000", "00000", "000000", "0000000", "00000000", "000000000",
+  "0000000000", "00000000000", "000000000000", "0000000000000", "00000000000000", "000000000000000",
+}
+local function instant_of(s)
+  local n = tonumber(s)
+  if n and #s <= 15 and string.find(s, "^[1-9]%d*$") then
+    DECIMAL_N, DECIMAL_TEXT = n, s
+    KEY_MS, KEY_TEXT = n, "1" .. ZEROS[15 - #s] .. s
+  end
+  return n
+end
+
 -- (A number of at most 13 characters is in range without converting it.)
 local function is_instant(s)
   if not s or not string.find(s, "^%-?%d+$") or #s > 16 then

@@ -47,7 +47,7 @@ local function instant_arg(a)
   if a == "" then
     return server_now()
   end
-  return tonumber(a)
+  return instant_of(a)
 end
 
 -- A reply as text: "*<n>:" then each element, "$<len>:<bytes>" or ":<integer>;".
