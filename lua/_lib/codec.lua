@@ -250,6 +250,13 @@ end
 local CHUNK = 1000
 
 local function zadd_all(key, members)
+  local n = #members
+  if n <= 1 then -- the usual one, without a table of arguments
+    if n == 1 then
+      redis.call("ZADD", key, "0", members[1])
+    end
+    return
+  end
   local args = {}
   for i, m in ipairs(members) do
     args[2 * i - 1], args[2 * i] = "0", m
@@ -261,7 +268,12 @@ end
 
 -- One command of a key and many members (ZREM, HDEL), in chunks.
 local function call_all(command, key, members)
-  for first = 1, #members, CHUNK do
+  local n = #members
+  if n == 1 then
+    redis.call(command, key, members[1])
+    return
+  end
+  for first = 1, n, CHUNK do
     redis.call(command, key, unpack(members, first, math.min(first + CHUNK - 1, #members)))
   end
 end

@@ -148,12 +148,12 @@ local function live_entries()
   return { live = {}, by_key = {}, by_sender = {} }
 end
 
-local function live_collect(acc, eid, f)
+-- nv_list: the row's keys encoded, when the caller has them.
+local function live_collect(acc, eid, f, nv_list)
   local at = instant_key(tonumber(f[E_RECEIVED]))
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   acc.live[#acc.live + 1] = at .. eid
-  for i = E_KEYS, #f, 2 do
-    local nv = enc(f[i]) .. enc(f[i + 1])
+  for _, nv in ipairs(nv_list or event_nv(f)) do
     acc.by_key[#acc.by_key + 1] = kind .. nv .. at .. eid
     acc.by_sender[#acc.by_sender + 1] = kind .. source .. nv .. at .. eid
   end
@@ -167,9 +167,9 @@ local function live_apply(acc, add)
 end
 
 -- Adds (add = true) or removes the live index entries of one row.
-local function live_index(eid, f, add)
+local function live_index(eid, f, add, nv_list)
   local acc = live_entries()
-  live_collect(acc, eid, f)
+  live_collect(acc, eid, f, nv_list)
   live_apply(acc, add)
 end
 
@@ -265,7 +265,7 @@ local function insert_event(a, at, state, run, effect, targeted)
   event_write(a.eid, f)
   redis.call("HSET", K.payloads, a.eid, a.payload)
   if state == "live" then
-    live_index(a.eid, f, true)
+    live_index(a.eid, f, true, a.nv)
   end
   return f
 end
