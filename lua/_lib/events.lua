@@ -148,12 +148,11 @@ local function live_entries()
   return { live = {}, by_key = {}, by_sender = {} }
 end
 
--- nv_list: the row's keys encoded, when the caller has them.
-local function live_collect(acc, eid, f, nv_list)
+local function live_collect(acc, eid, f)
   local at = instant_key(tonumber(f[E_RECEIVED]))
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   acc.live[#acc.live + 1] = at .. eid
-  for _, nv in ipairs(nv_list or event_nv(f)) do
+  for _, nv in ipairs(event_nv(f)) do
     acc.by_key[#acc.by_key + 1] = kind .. nv .. at .. eid
     acc.by_sender[#acc.by_sender + 1] = kind .. source .. nv .. at .. eid
   end
@@ -166,11 +165,25 @@ local function live_apply(acc, add)
   apply(K.live_by_sender, acc.by_sender)
 end
 
--- Adds (add = true) or removes the live index entries of one row.
+-- Adds (add = true) or removes the live index entries of one row, one command
+-- per entry (a row has one key, or a few); nv_list: its keys encoded, when
+-- the caller has them.
 local function live_index(eid, f, add, nv_list)
-  local acc = live_entries()
-  live_collect(acc, eid, f, nv_list)
-  live_apply(acc, add)
+  local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
+  local tail = instant_key(tonumber(f[E_RECEIVED])) .. eid
+  if add then
+    redis.call("ZADD", K.live, "0", tail)
+    for _, nv in ipairs(nv_list or event_nv(f)) do
+      redis.call("ZADD", K.live_by_key, "0", kind .. nv .. tail)
+      redis.call("ZADD", K.live_by_sender, "0", kind .. source .. nv .. tail)
+    end
+  else
+    redis.call("ZREM", K.live, tail)
+    for _, nv in ipairs(nv_list or event_nv(f)) do
+      redis.call("ZREM", K.live_by_key, kind .. nv .. tail)
+      redis.call("ZREM", K.live_by_sender, kind .. source .. nv .. tail)
+    end
+  end
 end
 
 local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state, run, effect, targeted)
