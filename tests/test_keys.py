@@ -203,24 +203,31 @@ def test_lua_prints_minus_zero_and_fractions_as_string_format(raw):
 # A timer row is read by two pattern matches where it has the usual form, and
 # by the whole check otherwise: the quick read must never accept a row the
 # whole check refuses, nor read one differently.
-TIMER_READS = (
-    CODEC
-    + expand(lua_root(), "_lib/core.lua")
-    + expand(lua_root(), "_lib/timers.lua")
-    + """
-local out = {}
+def quick_reads(helper: str, quick: str, checked: str, packer: str) -> str:
+    """A script that reads each ARGV row by the quick read and by the whole check:
+    for each, both reads packed again (false where refused) and the quick read's
+    fields written by the kind's own packer."""
+    return (
+        CODEC
+        + expand(lua_root(), "_lib/core.lua")
+        + expand(lua_root(), helper)
+        + f"""
+local out = {{}}
 for i = 1, #ARGV do
-  local quick = timer_fields(ARGV[i])
-  local ok, checked = pcall(timer_parse_checked, "t", ARGV[i])
-  out[i] = {
+  local quick = {quick}(ARGV[i])
+  local ok, checked = pcall({checked}, "row", ARGV[i])
+  out[i] = {{
     quick and pack(quick) or false,
     ok and pack(checked) or false,
-    quick and timer_pack(quick) or false,
-  }
+    quick and {packer}(quick) or false,
+  }}
 end
 return out
 """
-)
+    )
+
+
+TIMER_READS = quick_reads("_lib/timers.lua", "timer_fields", "timer_parse_checked", "timer_pack")
 NUMBERISH = st.one_of(
     st.integers(-(10**17), 10**17).map(lambda n: str(n).encode()),
     st.integers(MIN_INSTANT, MAX_INSTANT).map(lambda n: str(n).encode()),
@@ -379,24 +386,7 @@ def test_the_quick_timer_read_on_each_odd_field(raw):
     assert taken > len(bases) * 20  # the usual rows among them did take it
 
 
-WAIT_READS = (
-    CODEC
-    + expand(lua_root(), "_lib/core.lua")
-    + expand(lua_root(), "_lib/waits.lua")
-    + """
-local out = {}
-for i = 1, #ARGV do
-  local quick = wait_fields(ARGV[i])
-  local ok, checked = pcall(wait_parse_checked, "w", ARGV[i])
-  out[i] = {
-    quick and pack(quick) or false,
-    ok and pack(checked) or false,
-    quick and wait_pack(quick) or false,
-  }
-end
-return out
-"""
-)
+WAIT_READS = quick_reads("_lib/waits.lua", "wait_fields", "wait_parse_checked", "wait_pack")
 WAIT_ODD = {
     0: [b"w2", b"", b"w", b"w1 "],
     1: [b"", b"a,b", b"k:1", b"payment.settled", b"\x00\x01", b"x" * 300],

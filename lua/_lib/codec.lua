@@ -160,6 +160,27 @@ local function colon_n(text)
   return n
 end
 
+-- The usual form of a row's first fields, read with one anchored pattern
+-- match (a call into C per field costs more than the Lua around it): pattern
+-- is the row's tag, then "(%d+:)(<field>)," for each of three fields, then
+-- "(%d+:)()" for the fourth field's length. Each length is checked by writing
+-- the field's own length as pack does and comparing the text. The three
+-- fields, the fourth's position and length; nil when the row is not in that
+-- form (a field holding a comma, a length written otherwise, ...).
+local function usual_fields(raw, pattern)
+  local L = LENGTH
+  local ha, a, hb, b, hc, c, hd, at = string.match(raw, pattern)
+  if not a or (L[#a] or length_colon(#a)) ~= ha or (L[#b] or length_colon(#b)) ~= hb
+    or (L[#c] or length_colon(#c)) ~= hc then
+    return nil
+  end
+  local n = colon_n(hd)
+  if not n then
+    return nil
+  end
+  return a, b, c, at, n
+end
+
 -- A row's text. Every string a concatenation makes is hashed and allocated,
 -- so the fields go four at a time into one concatenation each (one string
 -- for a row of up to four fields, and no table.concat).

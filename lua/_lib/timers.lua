@@ -28,18 +28,12 @@ end
 -- The usual row read with two pattern matches instead of a call into C per
 -- field (the hottest read of claim_due): the fields as timer_parse_checked
 -- reads them, or nil when the row is not in the usual form (then the whole
--- check decides). A length is checked by writing the field's own length the
--- way pack does and comparing the text.
+-- check decides).
 local function timer_fields(raw)
   local L = LENGTH
-  local fl, fire, sl, step, pl, phase, cl, at =
-    string.match(raw, "^2:t1,(%d+:)(%-?%d+),(%d+:)(%d+),(%d+:)(%l+),(%d+:)()")
-  if not fire or (L[#fire] or length_colon(#fire)) ~= fl or (L[#step] or length_colon(#step)) ~= sl
-    or (L[#phase] or length_colon(#phase)) ~= pl then
-    return nil
-  end
-  local n = colon_n(cl)
-  if not n then
+  local fire, step, phase, at, n =
+    usual_fields(raw, "^2:t1,(%d+:)(%-?%d+),(%d+:)(%d+),(%d+:)(%l+),(%d+:)()")
+  if not fire then
     return nil
   end
   local case = string.sub(raw, at, at + n - 1)

@@ -27,14 +27,9 @@ end
 -- wait_parse_checked reads them, or nil when the row is not in that form.
 local function wait_fields(raw)
   local L = LENGTH
-  local kl, kind, sl, step, pl, phase, cl, at =
-    string.match(raw, "^2:w1,(%d+:)([^,]+),(%d+:)(%d+),(%d+:)(%l+),(%d+:)()")
-  if not kind or (L[#kind] or length_colon(#kind)) ~= kl or (L[#step] or length_colon(#step)) ~= sl
-    or (L[#phase] or length_colon(#phase)) ~= pl then
-    return nil
-  end
-  local n = colon_n(cl)
-  if not n then
+  local kind, step, phase, at, n =
+    usual_fields(raw, "^2:w1,(%d+:)([^,]+),(%d+:)(%d+),(%d+:)(%l+),(%d+:)()")
+  if not kind then
     return nil
   end
   local fl, from = string.match(raw, "^,(%d+:)([^,]*),$", at + n)
