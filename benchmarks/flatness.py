@@ -107,10 +107,7 @@ def steps_of(store: RedisStore) -> dict[str, Callable[[int], Any]]:
 
 def tenant_of(entry: dict[str, Any]) -> str:
     """The tenant a logged FCALL or EVALSHA names in its first key."""
-    command = entry["command"]
-    if isinstance(command, bytes):
-        command = command.decode("utf-8", "replace")
-    parts = str(command).split()
+    parts = Slowlog.words(entry)
     key = parts[3] if len(parts) > 3 else ""
     return key[key.find("{") + 1 : key.find("}")] if "{" in key else ""
 

@@ -78,12 +78,17 @@ class Slowlog:
         client.config_set("slowlog-max-len", 2_000_000)
         client.slowlog_reset()
 
-    def name_of(self, entry: dict[str, Any]) -> str | None:
-        """The script or function a logged entry ran; None for a plain command."""
+    @staticmethod
+    def words(entry: dict[str, Any]) -> list[str]:
+        """A logged entry's command and arguments."""
         command = entry["command"]
         if isinstance(command, bytes):
             command = command.decode("utf-8", "replace")
-        parts = str(command).split()
+        return str(command).split()
+
+    def name_of(self, entry: dict[str, Any]) -> str | None:
+        """The script or function a logged entry ran; None for a plain command."""
+        parts = self.words(entry)
         if len(parts) > 1 and parts[0].upper() in ("EVALSHA", "FCALL"):
             return self.names.get(parts[1], "?")
         return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +20,17 @@ from agentplane_redis.keys import (
     unpack_row,
 )
 from agentplane_redis.scripts import expand, lua_root
+
+
+def on_a_server(examples: int) -> Any:
+    """Hypothesis settings of a test that sends its examples to a server: no deadline,
+    and the raw client reused across examples on purpose (the scripts write nothing)."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+
 
 TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
 TUPLES = st.lists(TEXT, min_size=1, max_size=3)
@@ -123,10 +136,7 @@ return out
 )
 
 
-# The raw client is reused across examples on purpose: the scripts write nothing.
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@on_a_server(60)
 @given(TUPLES, st.integers(MIN_INSTANT, MAX_INSTANT))
 def test_lua_and_python_encode_alike(raw, parts, ms):
     """The Lua codec writes the bytes keys.py documents, and reads them back."""
@@ -169,9 +179,7 @@ EDGES = [0, 1, 9, 10, 99, 100, 101, 9999, 10**4, 10**8 - 1, 10**8, 10**8 + 1, 10
 EDGES += [1767225600000, 10**15 - 1, MIN_INSTANT, MAX_INSTANT, 2**53 - 1]
 
 
-@settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@on_a_server(20)
 @given(st.lists(st.integers(-(2**53) + 1, 2**53 - 1), min_size=1, max_size=200))
 def test_lua_prints_numbers_as_python_does(raw, numbers):
     """instant_key and decimal print whole numbers with arithmetic, as string.format
@@ -288,9 +296,7 @@ def timer_rows(draw: st.DrawFn) -> bytes:
     return row
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@on_a_server(40)
 @given(st.lists(timer_rows(), min_size=1, max_size=100))
 def test_the_quick_timer_read_agrees_with_the_whole_check(raw, rows):
     """Whatever the row, the quick read accepts only what the whole check accepts, reads
@@ -302,9 +308,7 @@ def test_the_quick_timer_read_agrees_with_the_whole_check(raw, rows):
             assert checked == row
 
 
-@settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@on_a_server(20)
 @given(
     st.lists(
         st.tuples(
@@ -437,9 +441,7 @@ return { pack(f), event_pack(f) }
 )
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@on_a_server(40)
 @given(st.lists(st.binary(max_size=300), max_size=22))
 def test_an_event_row_is_packed_as_pack_packs_it(raw, fields):
     """event_pack writes exactly pack's bytes, for any number of fields."""
@@ -462,9 +464,7 @@ return out
 )
 
 
-@settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@on_a_server(20)
 @given(
     st.lists(
         st.integers(MIN_INSTANT, MAX_INSTANT).map(str)

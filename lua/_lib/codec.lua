@@ -295,7 +295,7 @@ local function call_all(command, key, members)
     return
   end
   for first = 1, n, CHUNK do
-    redis.call(command, key, unpack(members, first, math.min(first + CHUNK - 1, #members)))
+    redis.call(command, key, unpack(members, first, math.min(first + CHUNK - 1, n)))
   end
 end
 

@@ -171,15 +171,16 @@ end
 local function live_index(eid, f, add, nv_list)
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   local tail = instant_key(tonumber(f[E_RECEIVED])) .. eid
+  nv_list = nv_list or event_nv(f)
   if add then
     redis.call("ZADD", K.live, "0", tail)
-    for _, nv in ipairs(nv_list or event_nv(f)) do
+    for _, nv in ipairs(nv_list) do
       redis.call("ZADD", K.live_by_key, "0", kind .. nv .. tail)
       redis.call("ZADD", K.live_by_sender, "0", kind .. source .. nv .. tail)
     end
   else
     redis.call("ZREM", K.live, tail)
-    for _, nv in ipairs(nv_list or event_nv(f)) do
+    for _, nv in ipairs(nv_list) do
       redis.call("ZREM", K.live_by_key, kind .. nv .. tail)
       redis.call("ZREM", K.live_by_sender, kind .. source .. nv .. tail)
     end

@@ -51,11 +51,9 @@ local function timer_fields(raw)
   if phase ~= "forward" and phase ~= "compensating" then
     return nil
   end
-  if claimed ~= "" or lease ~= "" then
-    local instant = claimed ~= "-" and (#claimed > 0 and #claimed <= 13 or is_instant(claimed))
-    if not instant or #lease > 15 or not string.find(lease, "[1-9]") then
-      return nil
-    end
+  if (claimed ~= "" or lease ~= "")
+    and not (is_instant(claimed) and #lease <= 15 and string.find(lease, "[1-9]")) then
+    return nil
   end
   return { "t1", fire, step, phase, case, claimed, lease }
 end
