@@ -427,6 +427,8 @@ class _Driver:
         return (len(call.keys), *call.keys, *call.args, *tail)
 
     def _received(self, call: Call, reply: Any) -> Any:
+        if isinstance(reply, (bytes, str)):  # a reply of words (lua/_lib/core.lua)
+            reply = reply.split()
         if not call.writes:
             return reply
         self._acks.append(call.token)

@@ -47,13 +47,22 @@ def _data(value: Arg) -> bytes:
     raise TypeError(f"a command argument cannot be a {type(value).__name__}")
 
 
+#: The head of a bulk string of each usual length, ``$<length>\r\n``.
+_HEADS = tuple(b"$%d\r\n" % n for n in range(512))
+_CRLF = b"\r\n"
+
+
 def bulks(values: Sequence[Arg]) -> bytes:
     """Arguments as RESP bulk strings, one after another (a str, the usual case,
-    encoded inline)."""
-    out = []
+    encoded inline; the head of a usual length taken from ``_HEADS``), joined once."""
+    out: list[bytes] = []
+    add = out.append
     for value in values:
         data = value.encode() if type(value) is str else _data(value)
-        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+        size = len(data)
+        add(_HEADS[size] if size < 512 else b"$%d\r\n" % size)
+        add(data)
+        add(_CRLF)
     return b"".join(out)
 
 

@@ -25,12 +25,12 @@ return guard(function()
   -- A replayed run re-arms: the first arming's fire_at and claim stay. timer_run
   -- names every armed timer, so adding to it only where absent is the check.
   if redis.call("ZADD", K.timer_run, "NX", "0", tid) == 0 then
-    return { "SEEN" }
+    return words("SEEN")
   end
   local f = { "t1", fire_at, ARGV[4], ARGV[5], ARGV[6], "", "" }
   local member = due_member(tid, f)
   redis.call("HSET", K.timers, tid, timer_pack(f))
   redis.call("ZADD", K.timer_due, "0", member)
   redis.call("ZADD", K.timer_ready, "0", member)
-  return { "NEW" }
+  return words("NEW")
 end)

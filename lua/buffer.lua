@@ -20,8 +20,8 @@ return guard(function()
   local event = event_args(2)
   -- Any existing row, whatever its state, is the same event: dedup holds until purge.
   if redis.call("HEXISTS", K.events, event.eid) == 1 then
-    return { "SEEN" }
+    return words("SEEN")
   end
   insert_event(event, at, "live", "", "", "0")
-  return { "NEW" }
+  return words("NEW")
 end)

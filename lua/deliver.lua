@@ -41,18 +41,18 @@ return guard(function()
     local sub = elect(event.eid, f, at, event.nv)
     if not sub then
       insert_event(event, at, "live", "", "", "0")
-      return { "BUFFERED", decimal(at) }
+      return words("BUFFERED", decimal(at))
     end
     redis.call("HSET", K.payloads, event.eid, event.payload)
     return { "RESUMED", decimal(at), sub }
   end
   if f[E_STATE] ~= "live" then
-    return { "DUPLICATE", decimal(at) }
+    return words("DUPLICATE", decimal(at))
   end
   -- A live duplicate is offered again: that heals a crash after buffer.
   local sub = elect(event.eid, f, at)
   if sub then
     return { "RESUMED", decimal(at), sub }
   end
-  return { "DUPLICATE", decimal(at) }
+  return words("DUPLICATE", decimal(at))
 end)

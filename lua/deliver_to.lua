@@ -61,7 +61,7 @@ return guard(function()
         return { "MATCHED", decimal(at), sub_reply(run, f[E_EFFECT], wid, attrs, rows) }
       end
     end
-    return { "DUPLICATE", decimal(at) }
+    return words("DUPLICATE", decimal(at))
   end
   -- The smallest effect among the run's unparked qualifying waits wins.
   local keys = nv_set(event.nv)
@@ -81,5 +81,5 @@ return guard(function()
       end
     end
   end
-  return { "NOT_WAITING", decimal(at) }
+  return words("NOT_WAITING", decimal(at))
 end)

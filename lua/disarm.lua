@@ -19,8 +19,8 @@ return guard(function()
   local tid = enc(ARGV[1]) .. enc(ARGV[2])
   local f = timer_read(tid)
   if not f then
-    return { "NONE" }
+    return words("NONE")
   end
   timer_delete(tid, f)
-  return { "REMOVED" }
+  return words("REMOVED")
 end)

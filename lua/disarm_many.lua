@@ -27,5 +27,5 @@ return guard(function()
     end
   end
   timers_delete(gone)
-  return { "OK", #gone }
+  return words("OK", #gone)
 end)

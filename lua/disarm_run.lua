@@ -17,5 +17,5 @@
 return guard(function()
   local timers = run_timers(ARGV[1])
   timers_delete(timers)
-  return { "OK", #timers }
+  return words("OK", #timers)
 end)

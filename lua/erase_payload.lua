@@ -33,10 +33,10 @@ return guard(function()
   local eid = enc(ARGV[1]) .. enc(ARGV[2])
   local f = event_read(eid)
   if not f then
-    return { "NONE" }
+    return words("NONE")
   end
   if f[E_ERASED] == "1" then
-    return { "ERASED" }
+    return words("ERASED")
   end
   local unpark_list = {}
   if f[E_STATE] == "held" then
@@ -70,5 +70,5 @@ return guard(function()
     event_write(eid, f)
   end
   redis.call("HDEL", K.payloads, eid)
-  return { "ERASED" }
+  return words("ERASED")
 end)

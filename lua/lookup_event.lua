@@ -15,7 +15,7 @@ return guard(function()
   local eid = enc(ARGV[1]) .. enc(ARGV[2])
   local f = event_read(eid)
   if not f then
-    return { "NONE" }
+    return words("NONE")
   end
   local reply = event_reply(eid, f)
   return { "ROW", reply[1], reply[2], reply[3] }

@@ -19,7 +19,7 @@ return guard(function()
   local wid = enc(run) .. enc(effect)
   local attrs = wait_read(wid)
   if not attrs then
-    return { "NONE" }
+    return words("NONE")
   end
   local parked = redis.call("HGET", K.marks, wid) or ""
   local held = redis.call("HGET", K.ledger, wid) or ""

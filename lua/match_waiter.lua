@@ -36,11 +36,11 @@ return guard(function()
   local eid = enc(ARGV[2]) .. enc(ARGV[3])
   local f = event_read(eid)
   if not f or f[E_STATE] ~= "live" then
-    return { "NONE", decimal(at) }
+    return words("NONE", decimal(at))
   end
   local sub = elect(eid, f, at)
   if sub then
     return { "MATCHED", decimal(at), sub }
   end
-  return { "NONE", decimal(at) }
+  return words("NONE", decimal(at))
 end)

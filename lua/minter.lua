@@ -14,7 +14,7 @@ return guard(function()
   local eid = enc(ARGV[1]) .. enc(ARGV[2])
   local raw = redis.call("HGET", K.events, eid)
   if not raw then
-    return { "NONE" }
+    return words("NONE")
   end
   event_parse(eid, raw) -- checked, and replied as stored
   return { "ROW", raw }

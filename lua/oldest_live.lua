@@ -10,10 +10,10 @@
 return guard(function()
   local first = redis.call("ZRANGE", K.live, "0", "0")[1]
   if not first then
-    return { "OK" }
+    return words("OK")
   end
   if not string.find(string.sub(first, 1, INSTANT_WIDTH), "^%d+$") then
     corrupt("index", first, "live index member without an instant")
   end
-  return { "OK", decimal(tonumber(string.sub(first, 1, INSTANT_WIDTH)) - 1e15) }
+  return words("OK", decimal(tonumber(string.sub(first, 1, INSTANT_WIDTH)) - 1e15))
 end)

@@ -23,5 +23,5 @@ return guard(function()
   local sub = sub_args()
   local attrs = register(sub.run, sub.wid, sub.attrs, sub.nv, at, false)
   park(sub.run, sub.wid, attrs, at)
-  return { "OK", decimal(at) }
+  return words("OK", decimal(at))
 end)

@@ -56,7 +56,7 @@ return guard(function()
       end
     end
     if #sealed == batch then
-      return { "MORE" }
+      return words("MORE")
     end
   end
   -- Then the listable marks (registered waits of unsealed runs), in (run, effect) order.

@@ -46,5 +46,5 @@ return guard(function()
     redis.call("HDEL", K.events, unpack(eids))
     redis.call("HDEL", K.payloads, unpack(eids))
   end
-  return { "OK", #eids }
+  return words("OK", #eids)
 end)

@@ -28,7 +28,7 @@
 return guard(function()
   local at, run = instant_arg(ARGV[1]), ARGV[2]
   if is_sealed(run) then
-    return { "SEEN", decimal(at) }
+    return words("SEEN", decimal(at))
   end
   local waits = run_waits(run)
   for _, w in ipairs(waits) do
@@ -38,5 +38,5 @@ return guard(function()
   seal_run(run, at, { waits = waits })
   -- Held timers return to the walk, so the next claim_due retires them.
   expose_timers(timers)
-  return { "NEW", decimal(at) }
+  return words("NEW", decimal(at))
 end)

@@ -22,5 +22,5 @@ return guard(function()
   local at = instant_arg(ARGV[1])
   local sub = sub_args()
   register(sub.run, sub.wid, sub.attrs, sub.nv, at, true)
-  return { "OK", decimal(at) }
+  return words("OK", decimal(at))
 end)

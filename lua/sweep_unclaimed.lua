@@ -46,5 +46,5 @@ return guard(function()
     redis.call("HSET", K.events, unpack(written))
     zadd_all(K.dead, dead)
   end
-  return { "OK", #rows }
+  return words("OK", #rows)
 end)

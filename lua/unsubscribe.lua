@@ -43,5 +43,5 @@ return guard(function()
   if held then
     shed(held, f)
   end
-  return { "OK" }
+  return words("OK")
 end)

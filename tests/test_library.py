@@ -278,3 +278,25 @@ def test_a_write_with_more_arguments_than_lua_unpacks_at_once(store, n):
     closed = store.runs.close("r", [f"w{i}" for i in range(n)])
     assert [e.id for e in closed.retired.released] == ["e1"]
     assert closed.retired.waits == 1
+
+
+def test_a_reply_of_words_is_one_status_line_read_as_its_list(store, monkeypatch):
+    """A reply of one or two words (a status, an instant, a count) arrives as one status
+    line, which a client reads for less than an array; the driver reads it as the list
+    of its words, as it reads the same reply remembered for a call re-sent
+    (test_lost_replies.py)."""
+    driver = store._driver
+    received = driver._received
+    seen: list[Any] = []
+
+    def spy(call: Any, reply: Any) -> Any:
+        seen.append(reply)
+        return received(call, reply)
+
+    monkeypatch.setattr(driver, "_received", spy)
+    assert store.events.buffer(ev("e1", "k/1"), at=at(5)) is True
+    assert store.events.buffer(ev("e1", "k/1"), at=at(6)) is False
+    store.events.subscribe(sub("r", "w", "k/2"), at=at(7))
+    assert store.timers.disarm("r", "none") is False
+    t0 = int(at(0).timestamp() * 1000)
+    assert seen == [b"NEW", b"SEEN", b"OK %d" % (t0 + 7), b"NONE"]

@@ -30,6 +30,7 @@ from helpers import at, ev, sub, timer
         ("EVALSHA", "ab" * 20, 0),
         ("FCALL", "f", 1, "agentplane:{é}:event", "ünï\x00\x01cödé", "😀", -12, 10**15),
         ("FCALL", "f", 0, b"raw\r\nbytes", ""),
+        ("FCALL", "f", 0, "x" * 511, "y" * 512, "é" * 300, b"z" * 70_000),
     ],
 )
 def test_a_packed_call_is_what_redis_py_packs(args):

@@ -83,6 +83,18 @@ local function serialize(v, out, n)
   return n + 1
 end
 
+-- A reply of one or two words (a status, an instant's decimal, a count: never
+-- empty, no space, no line end), sent as one status line of the words joined by
+-- a space, which costs a client less to read than an array; the client splits it
+-- back into the list (agentplane_redis/drivers.py). The list stays in the
+-- table, so that remember keeps the reply as a list.
+local function words(a, b)
+  if b == nil then
+    return { a, ok = a }
+  end
+  return { a, b, ok = a .. " " .. b }
+end
+
 -- Remembers the reply, stamped with the server's instant when the call has
 -- read the clock anyway; otherwise with UNSTAMPED, which the first sample to
 -- find the entry replaces with its own instant (so an entry is never
