@@ -338,31 +338,47 @@ def integer(value: object) -> int:
 
 
 def replayed(data: object) -> Any:
-    """A reply a writing script remembered under its call token (``lua/_lib/core.lua``):
-    ``*<n>:`` then n elements, ``$<len>:<bytes>`` or ``:<integer>;``."""
+    """A writing call's reply as the text it remembered (``lua/_lib/core.lua``), which
+    is also how the call answers: ``*<n>:`` then n elements, ``$<len>:<bytes>`` or
+    ``:<integer>;``, or a list again."""
     blob = raw(data)
-
-    def element(pos: int) -> tuple[Any, int]:
-        tag, colon = blob[pos : pos + 1], blob.index(b":", pos)
-        size = blob[pos + 1 : colon]
-        if tag == b"$":
-            end = colon + 1 + int(size)
-            return blob[colon + 1 : end], end
-        if tag == b":":
-            end = blob.index(b";", colon)
-            return int(blob[colon + 1 : end]), end + 1
-        if tag == b"*":
-            out, pos = [], colon + 1
-            for _ in range(int(size)):
-                item, pos = element(pos)
-                out.append(item)
-            return out, pos
-        raise ValueError(f"not a remembered reply at byte {pos}")
-
-    value, end = element(0)
+    try:
+        value, end = _element(blob, 0)
+    except IndexError:  # cut short
+        raise ValueError("a remembered reply cut short") from None
     if end != len(blob):
         raise ValueError("trailing bytes after a remembered reply")
     return value
+
+
+_STRING, _INTEGER, _LIST = ord("$"), ord(":"), ord("*")
+
+
+def _element(blob: bytes, pos: int) -> tuple[Any, int]:
+    """The element of a remembered reply at ``pos``, and the position after it (a
+    list's strings, the usual elements, read in its own loop)."""
+    tag, colon = blob[pos], blob.index(b":", pos)
+    if tag == _STRING:
+        end = colon + 1 + int(blob[pos + 1 : colon])
+        return blob[colon + 1 : end], end
+    if tag == _INTEGER:
+        end = blob.index(b";", colon)
+        return int(blob[colon + 1 : end]), end + 1
+    if tag != _LIST:
+        raise ValueError(f"not a remembered reply at byte {pos}")
+    out: list[Any] = []
+    add, find = out.append, blob.index
+    at = colon + 1
+    for _ in range(int(blob[pos + 1 : colon])):
+        if blob[at] == _STRING:
+            colon = find(b":", at)
+            end = colon + 1 + int(blob[at + 1 : colon])
+            add(blob[colon + 1 : end])
+            at = end
+        else:
+            item, at = _element(blob, at)
+            add(item)
+    return out, at
 
 
 def fail_corrupt(what: str, detail: str) -> NoReturn:

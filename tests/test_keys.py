@@ -8,7 +8,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from agentplane_redis.codec import MAX_INSTANT, MIN_INSTANT
+from agentplane_redis.codec import MAX_INSTANT, MIN_INSTANT, replayed
 from agentplane_redis.keys import (
     TenantKeys,
     _unpack_row_by_lengths,
@@ -483,3 +483,38 @@ def test_an_instant_s_text_prints_as_string_format_would(raw, texts):
         key, text, formatted = out[3 * i], out[3 * i + 1], out[3 * i + 2]
         if formatted:
             assert key + b"/" + text == formatted
+
+
+def lua_literal(value: Any) -> str:
+    """A reply value (bytes, an int, a list of them) as Lua source."""
+    if isinstance(value, bytes):
+        return '"' + "".join(f"\\{b}" for b in value) + '"'
+    if isinstance(value, int):
+        return str(value)
+    return "{" + ", ".join(lua_literal(v) for v in value) + "}"
+
+
+REPLY_VALUES = st.recursive(
+    st.binary(max_size=40) | st.integers(-(2**53), 2**53),
+    lambda inner: st.lists(inner, max_size=6),
+    max_leaves=30,
+)
+
+
+@on_a_server(60)
+@given(st.lists(REPLY_VALUES, min_size=1, max_size=8))
+def test_a_reply_as_its_text_reads_back_as_the_array_redis_sends(raw, reply):
+    """A writing call's reply goes as the text it remembers (core.lua's serialize) and
+    is read back by codec.replayed: the same list Redis makes of the table, elements,
+    nesting and integers alike."""
+    script = (
+        CODEC
+        + expand(lua_root(), "_lib/core.lua")
+        + f"""
+local v = {lua_literal(reply)}
+local out = {{}}
+return {{ table.concat(out, "", 1, serialize(v, out, 0)), v }}
+"""
+    )
+    text, array = raw.eval(script, 0)
+    assert replayed(text) == array == reply

@@ -280,11 +280,11 @@ def test_a_write_with_more_arguments_than_lua_unpacks_at_once(store, n):
     assert closed.retired.waits == 1
 
 
-def test_a_reply_of_words_is_one_status_line_read_as_its_list(store, monkeypatch):
+def test_a_reply_arrives_as_words_or_as_its_text_and_reads_as_its_list(store, monkeypatch):
     """A reply of one or two words (a status, an instant, a count) arrives as one status
-    line, which a client reads for less than an array; the driver reads it as the list
-    of its words, as it reads the same reply remembered for a call re-sent
-    (test_lost_replies.py)."""
+    line, and any other reply of a writing call as the text it remembers for a call
+    re-sent (test_lost_replies.py): each one string, which a client reads for less
+    than an array. The driver reads either as the list it stands for."""
     driver = store._driver
     received = driver._received
     seen: list[Any] = []
@@ -298,5 +298,9 @@ def test_a_reply_of_words_is_one_status_line_read_as_its_list(store, monkeypatch
     assert store.events.buffer(ev("e1", "k/1"), at=at(6)) is False
     store.events.subscribe(sub("r", "w", "k/2"), at=at(7))
     assert store.timers.disarm("r", "none") is False
+    claimed = store.events.wait(sub("r", "w", "k/1"), at=at(8))
+    assert claimed is not None
+    assert claimed.event.id == "e1"
     t0 = int(at(0).timestamp() * 1000)
-    assert seen == [b"NEW", b"SEEN", b"OK %d" % (t0 + 7), b"NONE"]
+    assert seen[:4] == [b"NEW", b"SEEN", b"OK %d" % (t0 + 7), b"NONE"]
+    assert seen[4].startswith(b"*5:$3:HIT$13:%d$" % (t0 + 8))

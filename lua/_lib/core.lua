@@ -4,9 +4,11 @@
 -- write, becomes the ordinary reply {"CORRUPT", what, id, detail}.
 --
 -- A writing script takes a call token (TOKEN, bound by the loader) and
--- remembers its reply under it, so that a call re-sent after a lost reply
--- answers what its first execution did ({"REPLAY", remembered}) instead of
--- running again. ACKS names tokens whose replies the client has received
+-- remembers its reply under it as text, so that a call re-sent after a lost
+-- reply answers what its first execution did (that text) instead of running
+-- again. The first execution answers the same text too, one string that a
+-- client reads for less than an array of many, unless the reply is of words
+-- (words, below). ACKS names tokens whose replies the client has received
 -- (gathered a few at a time): they are forgotten here. Whatever a vanished
 -- client never acknowledged is forgotten once older than REPLY_HORIZON_MS of
 -- server time, found by sampling.
@@ -102,6 +104,7 @@ end
 -- needs no clock reads none). Forgets the acknowledged tokens, and those of
 -- remembered replies, sampled at random, that are older than the horizon (an
 -- entry nobody acknowledges is sampled again and again until it goes).
+-- Returns the text it keeps: the stamp, then the reply.
 local UNSTAMPED = "9999999999999999"
 local function remember(res)
   local stamp, text = server_ms and instant_key(server_ms) or UNSTAMPED, nil
@@ -122,7 +125,7 @@ local function remember(res)
   end
   writes = writes + 1
   if writes % REPLY_SAMPLE_EVERY ~= 1 then
-    return
+    return text
   end
   local now = server_now()
   local sample = redis.call("HRANDFIELD", K.replies, REPLY_SAMPLE, "WITHVALUES")
@@ -143,6 +146,7 @@ local function remember(res)
   if #old > 0 then
     redis.call("HDEL", K.replies, unpack(old))
   end
+  return text
 end
 
 local function guard(body)
@@ -152,13 +156,16 @@ local function guard(body)
       -- Written again, so that WAIT / WAITAOF on this connection also covers
       -- the first execution's writes.
       redis.call("HSET", K.replies, TOKEN, entry)
-      return { "REPLAY", string.sub(entry, 17) }
+      return string.sub(entry, INSTANT_WIDTH + 1)
     end
   end
   local ok, res = pcall(body)
   if ok then
     if TOKEN then
-      remember(res)
+      local text = remember(res)
+      if not res.ok then
+        return string.sub(text, INSTANT_WIDTH + 1)
+      end
     end
     return res
   end
