@@ -18,6 +18,8 @@ Runs, one after another on a throwaway server each:
   of the life cycles with the fewest commands, measured on the same server;
 * ``helpers.py``: the Lua work inside a step, the library's helpers timed in
   loops (reading, checking and writing rows);
+* ``replies.py``: what reading each reply shape costs the client, as an array
+  and as the one string the store's scripts answer;
 * ``instructions.py``: the server's instructions per operation and per life
   cycle under callgrind, the figure the machine's load does not move (where
   valgrind is installed: ``apt-get install valgrind``; otherwise the report
@@ -49,6 +51,7 @@ FULL = {
     "contention.py": ["--events", "8000", "--processes", "8"],
     "floor.py": ["--items", "100000", "--calls", "2000"],
     "helpers.py": ["--calls", "2000"],
+    "replies.py": ["--calls", "1000", "--rounds", "9"],
     "instructions.py": ["--rows", "2000", "--calls", "256"],
 }
 QUICK = {
@@ -58,6 +61,7 @@ QUICK = {
     "contention.py": ["--events", "1000", "--processes", "8"],
     "floor.py": ["--items", "2000", "--calls", "300"],
     "helpers.py": ["--calls", "200"],
+    "replies.py": ["--calls", "100", "--rounds", "3"],
     "instructions.py": ["--rows", "200", "--calls", "32"],
 }
 

@@ -87,6 +87,17 @@ def test_helpers_times_the_library_s_own_lua():
 
 
 @pytest.mark.real
+def test_replies_times_each_reply_shape_in_both_forms():
+    out = run("replies.py", "--calls", "20", "--rounds", "1")
+    assert_rows(
+        out,
+        "| a status (`buffer`, `arm`, `disarm`) |",
+        "| `claim_for` that claims (an event row and its payload) |",
+        "| a `claim_due` step of 16 timers |",
+    )
+
+
+@pytest.mark.real
 def test_instructions_counts_the_server_s_work_under_callgrind(request):
     """Valgrind comes from Debian (apt-get install valgrind); CI installs it."""
     if shutil.which("valgrind") is None:
