@@ -1,7 +1,7 @@
 """Flat cost: each operation's server time with a small tenant and with a large one.
 
     python benchmarks/flatness.py [--server valkey|redis] [--small 1000] [--large 1000000]
-        [--calls 300]
+        [--calls 300] [--inner buffer,erase_payload]
 
 Fills a tenant with ``--small`` rows and another with ``--large`` (half
 buffered events, a quarter registered waits, a quarter armed timers; sent in
@@ -15,14 +15,17 @@ proportion to their page). Prints the p50 per operation and tenant and their
 ratio: the cost does not grow with the tenant when the ratio stays near 1.
 SLOWLOG records whole microseconds, so the p50 is interpolated within its
 microsecond: an operation of 3 to 4 µs is not read as 3 on one tenant and 4
-on the other by rounding alone.
+on the other by rounding alone. For the operations named by ``--inner``
+(``buffer`` and ``erase_payload``, the two that grow the most), it also prints
+the p50 of each command their calls made, by the key it wrote: where the
+growth goes.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -105,11 +108,22 @@ def steps_of(store: RedisStore) -> dict[str, Callable[[int], Any]]:
     return steps
 
 
-def tenant_of(entry: dict[str, Any]) -> str:
-    """The tenant a logged FCALL or EVALSHA names in its first key."""
+def key_of(entry: dict[str, Any]) -> str:
+    """The first key of a logged FCALL or EVALSHA, or of a command a script called."""
     parts = Slowlog.words(entry)
-    key = parts[3] if len(parts) > 3 else ""
+    first = 3 if parts and parts[0].upper() in ("FCALL", "EVALSHA") else 1
+    return parts[first] if len(parts) > first else ""
+
+
+def tenant_of(entry: dict[str, Any]) -> str:
+    """The tenant a logged call or command names in its first key."""
+    key = key_of(entry)
     return key[key.find("{") + 1 : key.find("}")] if "{" in key else ""
+
+
+def command_of(entry: dict[str, Any]) -> str:
+    """A command a script called, and the key it wrote by its suffix: ``ZADD event:live``."""
+    return f"{Slowlog.words(entry)[0].upper()} {key_of(entry).partition('}:')[2]}"
 
 
 def p50(durations: list[int]) -> float:
@@ -123,10 +137,14 @@ def p50(durations: list[int]) -> float:
     return m - 0.5 + (len(ordered) / 2 - below) / at
 
 
-def measure(client: redis.Redis, stores: list[RedisStore], calls: int) -> list[dict[str, float]]:
+def measure(
+    client: redis.Redis, stores: list[RedisStore], calls: int, inner: Sequence[str] = ()
+) -> list[dict[str, float]]:
     """The p50 of each operation on each store. The stores take turns call by call, so
     that the machine's drift falls on both alike, each going first every other turn;
-    each logged call is told to its store by the tenant its first key names."""
+    each logged call is told to its store by the tenant its first key names. For the
+    operations in ``inner``, the p50 of each command their calls made as well, as
+    ``<operation>: <command> <key>``."""
     log = Slowlog(client)
     logged: list[dict[str, list[int]]] = [{} for _ in stores]
     plans = [steps_of(store) for store in stores]
@@ -139,7 +157,11 @@ def measure(client: redis.Redis, stores: list[RedisStore], calls: int) -> list[d
                 plan[name](i)
         for entry in client.slowlog_get(2_000_000):
             script, tenant = log.name_of(entry), tenant_of(entry)
-            if tenant in tenants and script not in (None, "trivial", "?"):
+            if tenant not in tenants:
+                continue
+            if script is None and name in inner:
+                script = f"{name}: {command_of(entry)}"
+            if script not in (None, "trivial", "?"):
                 logged[tenants.index(tenant)].setdefault(str(script), []).append(entry["duration"])
         client.slowlog_reset()
     return [{script: p50(times) for script, times in found.items()} for found in logged]
@@ -151,7 +173,13 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=1_000)
     parser.add_argument("--large", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument(
+        "--inner",
+        default="buffer,erase_payload",
+        help="operations whose commands are shown one by one too (comma-separated)",
+    )
     args = parser.parse_args()
+    inner = [name for name in args.inner.split(",") if name]
     with Server(args.server) as server:
         client = redis.Redis.from_url(server.url)
         version = server_version(client)
@@ -161,7 +189,7 @@ def main() -> None:
         fill(large, args.large, "l")
         fill(RedisStore(client, tenant="neighbour"), args.large, "n")
         used = int(client.info("memory")["used_memory"]) / 2**20
-        a, b = measure(client, [small, large], args.calls)
+        a, b = measure(client, [small, large], args.calls, inner)
     print(f"{args.server} {version}; {args.small:,} and {args.large:,} rows, a neighbour")
     print(f"of {args.large:,}; {used:,.0f} MiB in use; p50 server time of {args.calls} calls\n")
     print(f"| operation | {args.small:,} rows | {args.large:,} rows | ratio |")
@@ -171,8 +199,16 @@ def main() -> None:
     order += ["lookup_wait", "minter", "oldest_live", "stats", "arm", "claim_due", "disarm"]
     order += ["lookup_timer", "armed", "pending", "disarm_run", "pending_count", "seal"]
     order += ["is_sealed", "close"]
-    for name in sorted(a, key=lambda n: order.index(n) if n in order else len(order)):
+    ops_only = [n for n in a if ":" not in n]
+    for name in sorted(ops_only, key=lambda n: order.index(n) if n in order else len(order)):
         print(f"| {name} | {a[name]:.1f} µs | {b[name]:.1f} µs | {b[name] / a[name]:.2f} |")
+    commands = sorted(n for n in a if ":" in n and n in b)
+    if commands:
+        print("\n| a command inside the operation, p50 | small | large | ratio |")
+        print("|---|---:|---:|---:|")
+        for name in commands:  # a command can log 0 µs: no ratio then
+            ratio = f"{b[name] / a[name]:.2f}" if a[name] > 0 else ""
+            print(f"| {name} | {a[name]:.2f} µs | {b[name]:.2f} µs | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -119,6 +119,8 @@ def test_flatness_and_contention_run_and_check_their_claims():
     flat = run("flatness.py", "--small", "200", "--large", "2000", "--calls", "20")
     for op in ("buffer", "deliver", "claim_for", "arm", "claim_due", "disarm"):
         assert f"| {op} |" in flat
+    for command in ("buffer: ZADD event:live:key", "erase_payload: ZREM event:live:sender"):
+        assert f"| {command} |" in flat
     hot = run("contention.py", "--events", "300", "--processes", "8")
     assert "| store `claim_for` (one script) |" in hot
     assert "| WATCH/MULTI |" in hot
@@ -140,6 +142,9 @@ def test_flatness_reads_each_call_s_tenant_and_a_median_finer_than_a_microsecond
     assert flatness.tenant_of(entry) == "large"
     assert flatness.tenant_of({"command": "EVALSHA ab12 2 agentplane:{small}:event x"}) == "small"
     assert flatness.tenant_of({"command": "PING"}) == ""
+    inside = {"command": b"ZADD agentplane:{large}:event:live:key 0 m"}
+    assert flatness.tenant_of(inside) == "large"
+    assert flatness.command_of(inside) == "ZADD event:live:key"
 
 
 @pytest.mark.real
