@@ -280,8 +280,7 @@ def minter(ctx: Context, source: str, id: str) -> Plan[Minter | None]:
     reply = yield ctx.call("minter", args)
     if codec.check_status(reply) == "NONE":
         return None
-    _, _, fields = codec.event_row(reply[1])
-    return Minter(codec.minter_operator(fields))
+    return Minter(codec.row_minter(reply[1]))
 
 
 def sweep_unclaimed(ctx: Context, older_than: datetime, reason: str = "unclaimed") -> Plan[int]:

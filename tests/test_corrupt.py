@@ -57,6 +57,18 @@ def test_a_damaged_event_row_is_refused_without_writing(store, raw, index, value
         assert snapshot(raw) == before, why
 
 
+@pytest.mark.parametrize("index", [4, 6, 15])
+def test_minter_refuses_a_row_whose_field_is_not_utf8(store, raw, index):
+    """The script checks the row's form and minter's Python what Lua cannot, that every
+    field is text: a kind, an actor or a key value that is not UTF-8 is CorruptRow."""
+    from agentplane_redis import Operator
+
+    store.events.buffer(ev("e1", "k/1", by=Operator("ops", "why")), at=at(0))
+    tamper_event(store, raw, "src", "e1", index, b"\xff\xfe")
+    with pytest.raises(CorruptRow, match="e1"):
+        store.events.minter("src", "e1")
+
+
 def test_a_row_that_is_not_a_row_is_refused(store, raw):
     """Text that is not the row format is corrupt, never read as empty."""
     store.events.buffer(ev("e1", "k/1"), at=at(0))
