@@ -337,6 +337,19 @@ def integer(value: object) -> int:
     return int(text(value))
 
 
+def reply_list(reply: Any) -> Any:
+    """A script's reply as the list it stands for: a status line of words split into
+    them, a writing call's reply sent as the text it remembered (``*<n>:...``) read by
+    ``replayed``, an array as it is (``lua/README.md``, "Replies")."""
+    if isinstance(reply, (bytes, str)):
+        return replayed(reply) if reply[:1] in _TEXT else reply.split()
+    return reply
+
+
+#: How a reply sent as its remembered text starts (bytes, or str where decoded).
+_TEXT = (b"*", "*")
+
+
 def replayed(data: object) -> Any:
     """A writing call's reply as the text it remembered (``lua/_lib/core.lua``), which
     is also how the call answers: ``*<n>:`` then n elements, ``$<len>:<bytes>`` or
@@ -540,10 +553,6 @@ def timer_claim(run: str, effect: str, row: object) -> tuple[Timer, int | None, 
     return timer, claimed, int(f[6])
 
 
-def minter_operator(fields: list[str]) -> Operator | None:
-    return Operator(fields[6], fields[7]) if fields[6] else None
-
-
 def row_minter(row: object) -> Operator | None:
     """Who minted the event of a stored row that its script has checked whole already
     (``lua/minter.lua`` refuses a corrupt row as CorruptRow): what is left to check
@@ -551,7 +560,7 @@ def row_minter(row: object) -> Operator | None:
     fields = _fields("event row", row, b"e1")
     if len(fields) < 14:
         fail_corrupt("event row", "wrong number of fields")
-    return minter_operator(fields)
+    return Operator(fields[6], fields[7]) if fields[6] else None
 
 
 def dead_reason(stored: str) -> str:

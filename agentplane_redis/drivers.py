@@ -131,8 +131,6 @@ CLUSTER_MOVING = (
 )
 #: Errors after which a cluster's topology is read again before the next try.
 CLUSTER_REROUTE = (ClusterError, RedisClusterException, ConnectionError, TimeoutError)
-#: How a reply sent as its remembered text starts (bytes, or str where decoded).
-_TEXT = (b"*", "*")
 #: Replies of script calls are never decoded by the client (see the module's doc).
 _RAW = {NEVER_DECODE: True}
 INFO_SECTIONS = ("server", "persistence", "replication", "memory")
@@ -429,14 +427,9 @@ class _Driver:
         return (len(call.keys), *call.keys, *call.args, *tail)
 
     def _received(self, call: Call, reply: Any) -> Any:
-        """The reply as a list: a status line of words, or a writing call's reply as
-        the text it remembered (``*<n>:...``), read into the list they stand for
-        (``lua/_lib/core.lua``)."""
         if call.writes:
             self._acks.append(call.token)
-        if isinstance(reply, (bytes, str)):
-            return codec.replayed(reply) if reply[:1] in _TEXT else reply.split()
-        return reply
+        return codec.reply_list(reply)
 
     def _head(self, script: LuaScript, by_source: bool = False) -> tuple[str, str]:
         """The command and name that call a script: ``FCALL`` of its function while

@@ -9,8 +9,8 @@ forms of the same replies through one connection, as the store reads them:
 a script that returns the reply in each form (``EVALSHA``, so the server's
 side is the same small script), the reply read undecoded by redis-py's own
 reader (or hiredis where it is installed), and read into its list as the
-driver does (a status line split into its words, the text by
-``codec.replayed``). Each figure is microseconds per call, the median of
+driver does (``codec.reply_list``: a status line split into its words, the
+text read by ``codec.replayed``). Each figure is microseconds per call, the median of
 ``--rounds`` rounds that alternate the two forms, each of ``--calls`` calls.
 """
 
@@ -65,13 +65,6 @@ def scripts(reply: list[bytes], words: bool) -> tuple[str, str]:
     return array, "return " + lua_string(text(reply))
 
 
-def read(value: Any) -> Any:
-    """The reply as the driver reads it (``drivers.py``, ``_received``)."""
-    if isinstance(value, bytes):
-        return codec.replayed(value) if value[:1] == b"*" else value.split()
-    return value
-
-
 def measure(client: redis.Redis, calls: int, rounds: int) -> dict[str, tuple[float, float]]:
     conn = client.connection_pool.get_connection()
     out = {}
@@ -82,7 +75,7 @@ def measure(client: redis.Redis, calls: int, rounds: int) -> dict[str, tuple[flo
 
             def once(sha: str) -> Any:
                 conn.send_command("EVALSHA", sha, 0)
-                return read(conn.read_response(disable_decoding=True))
+                return codec.reply_list(conn.read_response(disable_decoding=True))
 
             assert once(shas[0]) == once(shas[1]) == reply, name
             for _ in range(rounds):

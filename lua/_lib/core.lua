@@ -88,7 +88,7 @@ end
 -- A reply of one or two words (a status, an instant's decimal, a count: never
 -- empty, no space, no line end), sent as one status line of the words joined by
 -- a space, which costs a client less to read than an array; the client splits it
--- back into the list (agentplane_redis/drivers.py). The list stays in the
+-- back into the list (agentplane_redis/codec.py, reply_list). The list stays in the
 -- table, so that remember keeps the reply as a list.
 local function words(a, b)
   if b == nil then
