@@ -327,12 +327,18 @@ class Cluster:
 
     def wait_ok(self, timeout: float = 60.0) -> None:
         """Until every live node says ``cluster_state:ok``, sees every slot served by a
-        live master, and every live replica's link to its master is up."""
+        live master, and every live replica's link to its master is up, and the live
+        nodes agree on who replicates whom (gossip carries a new replica's role a
+        moment after its own link is up)."""
         deadline = time.monotonic() + timeout
 
         def settled() -> bool:
             states = self.topology()
             live = {node.port for node in self.live()}
+            roles = {(s.id, s.role, s.master_id) for s in states}
+            for node in self.live():
+                if {(s.id, s.role, s.master_id) for s in self.topology(node)} != roles:
+                    return False
             for node in self.live():
                 with self._admin(node) as admin:
                     if admin.cluster("info")["cluster_state"] != "ok":
