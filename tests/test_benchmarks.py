@@ -49,6 +49,31 @@ def test_targets_prints_every_figure_next_to_its_ceiling():
 
 
 @pytest.mark.real
+def test_the_benchmarks_fill_puts_every_structure_past_its_compact_encoding():
+    """The measured calls find each of the tenant's keys in the encoding a tenant of
+    its size has (a hash table, a skiplist), none in a listpack that costs a scan of
+    its entries per entry written."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from targets import fill
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    import redis
+
+    from agentplane_redis import RedisStore
+    from agentplane_redis.embedded import Server
+
+    with Server("valkey") as server:
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        store = RedisStore(client, tenant="acme")
+        fill(store, 600)  # past 512 hash and 128 sorted-set entries
+        found = {key: client.object("encoding", key) for key in store.keys.all()}
+    compact = {k: e for k, e in found.items() if e in ("listpack", "ziplist", "intset")}
+    assert None not in found.values(), found
+    assert not compact, compact
+
+
+@pytest.mark.real
 def test_floor_prints_the_sketches_and_the_fewest_entries_next_to_the_library():
     out = run("floor.py", "--items", "300", "--calls", "100")
     assert_rows(
