@@ -485,6 +485,39 @@ def test_an_instant_s_text_prints_as_string_format_would(raw, texts):
             assert key + b"/" + text == formatted
 
 
+LUA_INSTANT_KEY_OF = (
+    CODEC
+    + """
+local out = {}
+for i = 1, #ARGV do
+  out[2 * i - 1] = instant_key_of(ARGV[i])
+  out[2 * i] = string.format("%016.0f", tonumber(ARGV[i]) + 1e15)
+end
+return out
+"""
+)
+
+
+@on_a_server(20)
+@given(
+    st.lists(
+        st.integers(MIN_INSTANT, MAX_INSTANT).map(str)
+        | st.sampled_from(["007", "0", "-0", "-5", "0001767225600000", "999999999999999"])
+        | st.integers(10**14, 10**15 - 1).map(str),
+        min_size=1,
+        max_size=50,
+    )
+)
+def test_an_instant_a_row_holds_keys_as_string_format_prints_its_number(raw, texts):
+    """instant_key_of, which reads a row's instant by its text where decimal wrote
+    it, gives the member's 16 digits string.format prints for its number, for every
+    text a row's check lets through (signs, zeros and leading zeros included), in
+    any order."""
+    out = raw.eval(LUA_INSTANT_KEY_OF, 0, *texts)
+    for i in range(len(texts)):
+        assert out[2 * i] == out[2 * i + 1], texts[i]
+
+
 def lua_literal(value: Any) -> str:
     """A reply value (bytes, an int, a list of them) as Lua source."""
     if isinstance(value, bytes):

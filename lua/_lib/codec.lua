@@ -108,6 +108,24 @@ local function instant_of(s)
   return n
 end
 
+-- instant_key of an instant a row holds as text. Where the text is written as
+-- decimal writes it (no sign, no leading zero, at most 15 digits) the key is
+-- its digits after "1" and zeros, with no tonumber and no printf; the last text
+-- and its key are remembered, apart from instant_key's memo.
+local KEY_OF_TEXT, KEY_OF_KEY
+local function instant_key_of(s)
+  if s ~= KEY_OF_TEXT then
+    local key
+    if #s <= 15 and string.find(s, "^[1-9]%d*$") then
+      key = "1" .. ZEROS[15 - #s] .. s
+    else
+      key = instant_key(tonumber(s))
+    end
+    KEY_OF_TEXT, KEY_OF_KEY = s, key
+  end
+  return KEY_OF_KEY
+end
+
 -- (A number of at most 13 characters is in range without converting it.)
 local function is_instant(s)
   if not s or not string.find(s, "^%-?%d+$") or #s > 16 then

@@ -149,7 +149,7 @@ local function live_entries()
 end
 
 local function live_collect(acc, eid, f)
-  local at = instant_key(tonumber(f[E_RECEIVED]))
+  local at = instant_key_of(f[E_RECEIVED])
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   acc.live[#acc.live + 1] = at .. eid
   for _, nv in ipairs(event_nv(f)) do
@@ -170,7 +170,7 @@ end
 -- the caller has them.
 local function live_index(eid, f, add, nv_list)
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
-  local tail = instant_key(tonumber(f[E_RECEIVED])) .. eid
+  local tail = instant_key_of(f[E_RECEIVED]) .. eid
   nv_list = nv_list or event_nv(f)
   if add then
     redis.call("ZADD", K.live, "0", tail)
@@ -199,7 +199,7 @@ local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state
 end
 
 local function ledger_member(f, eid)
-  return enc(f[E_RUN]) .. instant_key(tonumber(f[E_RECEIVED])) .. eid
+  return enc(f[E_RUN]) .. instant_key_of(f[E_RECEIVED]) .. eid
 end
 
 -- Holds the row for wait (run, effect) with claimed_at = at, and writes the
@@ -226,7 +226,7 @@ local function shed(eid, f)
   f[E_STATE] = "consumed"
   event_write(eid, f)
   redis.call("HDEL", K.payloads, eid)
-  redis.call("ZADD", K.consumed, "0", instant_key(tonumber(f[E_RECEIVED])) .. eid)
+  redis.call("ZADD", K.consumed, "0", instant_key_of(f[E_RECEIVED]) .. eid)
 end
 
 -- held -> live at the original received_at, payload intact.
@@ -246,7 +246,7 @@ local function kill(eid, f, reason)
   end
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f[E_REASON] = "dead", "", "", "", reason
   event_write(eid, f)
-  redis.call("ZADD", K.dead, "0", instant_key(tonumber(f[E_RECEIVED])) .. eid)
+  redis.call("ZADD", K.dead, "0", instant_key_of(f[E_RECEIVED]) .. eid)
 end
 
 -- The eid at the end of an index member that ends "instant . eid".

@@ -94,7 +94,7 @@ local function timers_read(tids, members)
 end
 
 local function due_member(tid, f)
-  return instant_key(tonumber(f[T_FIRE])) .. tid
+  return instant_key_of(f[T_FIRE]) .. tid
 end
 
 local function held_member(tid, f)
