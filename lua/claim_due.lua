@@ -48,7 +48,7 @@ return guard(function()
   local tids, runs = {}, {}
   for i, m in ipairs(walked) do
     tids[i] = string.sub(m, INSTANT_WIDTH + 1)
-    runs[i] = wid_parts(tids[i])
+    runs[i] = wid_run(tids[i])
   end
   -- Rows are fetched in one command and read only as the walk reaches them: a
   -- page with little room left reads no more than it hands out.

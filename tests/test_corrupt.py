@@ -236,3 +236,19 @@ def test_a_timer_id_that_is_not_utf8_is_reported_by_the_claim(store, raw):
                 raw.zadd(key, {member.replace(good, bad): 0})
     with pytest.raises(CorruptRow, match="timer id"):
         store.timers.claim_due(now=at(10))
+
+
+@pytest.mark.parametrize("tid", [b"junk", b"r\x00\x01", b"r\x00\x01t\x00\x01x"])
+def test_a_walked_timer_member_that_is_not_an_id_is_refused(store, raw, tid):
+    """A member of the claim walk whose id is not (run, effect) is refused as
+    CorruptRow before anything is written, whether or not a row stands under it."""
+    from helpers import timer
+
+    store.timers.arm(timer("r", "t", 0))
+    member = raw.zrange(store.keys.key("timer_ready"), 0, 0)[0]
+    raw.zadd(store.keys.key("timer_ready"), {member[:16] + tid: 0})
+    raw.hset(store.keys.key("timers"), tid, raw.hget(store.keys.key("timers"), member[16:]))
+    before = snapshot(raw)
+    with pytest.raises(CorruptRow, match="bad member"):
+        store.timers.claim_due(now=at(10))
+    assert snapshot(raw) == before

@@ -194,6 +194,18 @@ local function key_args(first)
   return nv, raw
 end
 
+-- The run of an encoded wait or timer id, checked as wid_parts checks it, without
+-- decoding the effect.
+local function wid_run(wid)
+  local find = string.find
+  local first = find(wid, TERM, 1, true)
+  local second = first and find(wid, TERM, first + 2, true)
+  if not second or second + 1 ~= #wid then
+    corrupt("id", wid, "bad member")
+  end
+  return unescape(string.sub(wid, 1, first - 1))
+end
+
 -- (run, effect) of an encoded wait or timer id.
 local function wid_parts(wid)
   local find, sub = string.find, string.sub

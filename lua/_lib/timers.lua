@@ -117,8 +117,16 @@ local function timers_delete(timers)
   call_all("ZREM", K.timer_run, tids)
 end
 
+-- The same for one timer, one command per structure.
 local function timer_delete(tid, f)
-  timers_delete({ { tid = tid, f = f } })
+  local due = due_member(tid, f)
+  redis.call("HDEL", K.timers, tid)
+  redis.call("ZREM", K.timer_due, due)
+  redis.call("ZREM", K.timer_ready, due)
+  if f[T_CLAIMED] ~= "" then
+    redis.call("ZREM", K.timer_held, held_member(tid, f))
+  end
+  redis.call("ZREM", K.timer_run, tid)
 end
 
 local function timer_reply(tid, f)
