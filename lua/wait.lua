@@ -5,19 +5,17 @@
 -- KEYS[3] live: agentplane:{<tenant>}:event:live
 -- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
 -- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
--- KEYS[6] dead: agentplane:{<tenant>}:event:dead
--- KEYS[7] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[8] ledger: agentplane:{<tenant>}:claim
--- KEYS[9] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[10] waits: agentplane:{<tenant>}:wait
--- KEYS[11] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[12] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[13] electable: agentplane:{<tenant>}:wait:match
--- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[15] marks: agentplane:{<tenant>}:mark
--- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[17] seals: agentplane:{<tenant>}:seal
--- KEYS[18] replies: agentplane:{<tenant>}:reply
+-- KEYS[6] ledger: agentplane:{<tenant>}:claim
+-- KEYS[7] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[8] waits: agentplane:{<tenant>}:wait
+-- KEYS[9] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[10] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[11] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[12] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[13] marks: agentplane:{<tenant>}:mark
+-- KEYS[14] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[15] seals: agentplane:{<tenant>}:seal
+-- KEYS[16] replies: agentplane:{<tenant>}:reply
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
 -- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at}
