@@ -36,7 +36,7 @@ return guard(function()
   retire_wait(wid, attrs)
   -- Only this wait's claim is shed; the run's other waits keep theirs.
   if held then
-    shed(held, f)
+    shed(held, f, wid)
   end
   return words("OK")
 end)

@@ -203,26 +203,27 @@ local function ledger_member(f, eid)
 end
 
 -- Holds the row for wait (run, effect) with claimed_at = at, and writes the
--- ledger; returns the row packed.
-local function hold(eid, f, run, effect, at)
+-- ledger; returns the row packed. wid: the wait's id, when the caller has it.
+local function hold(eid, f, run, effect, at, wid)
   if f[E_STATE] == "live" then
     live_index(eid, f, false)
   end
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "held", run, effect, decimal(at)
   local row = event_write(eid, f)
-  redis.call("HSET", K.ledger, enc(run) .. enc(effect), eid)
+  redis.call("HSET", K.ledger, wid or enc(run) .. enc(effect), eid)
   redis.call("ZADD", K.ledger_by_run, "0", ledger_member(f, eid))
   return row
 end
 
-local function ledger_remove(eid, f)
-  redis.call("HDEL", K.ledger, enc(f[E_RUN]) .. enc(f[E_EFFECT]))
+local function ledger_remove(eid, f, wid)
+  redis.call("HDEL", K.ledger, wid or enc(f[E_RUN]) .. enc(f[E_EFFECT]))
   redis.call("ZREM", K.ledger_by_run, ledger_member(f, eid))
 end
 
 -- held -> consumed: the payload goes; identity, keys, minter and holder stay.
-local function shed(eid, f)
-  ledger_remove(eid, f)
+-- wid: the holder's id, when the caller has it.
+local function shed(eid, f, wid)
+  ledger_remove(eid, f, wid)
   f[E_STATE] = "consumed"
   event_write(eid, f)
   redis.call("HDEL", K.payloads, eid)

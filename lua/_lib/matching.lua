@@ -56,7 +56,7 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked)
         corrupt("index", m, "live index names a row that is not live")
       end
       local in_force = attributes()
-      local row = hold(eid, f, run, effect, at)
+      local row = hold(eid, f, run, effect, at, wid)
       park(run, wid, in_force, at)
       return eid, f, row
     end
@@ -116,7 +116,7 @@ local function elect(eid, f, at, nv_list)
   end
   local rows = key_rows(wid)
   local reply = sub_reply(run, effect, wid, attrs, rows)
-  hold(eid, f, run, effect, at)
+  hold(eid, f, run, effect, at, wid)
   park(run, wid, attrs, at, rows, true)
   return reply
 end
