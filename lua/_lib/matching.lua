@@ -76,7 +76,7 @@ end
 
 -- match_waiter's election: the oldest unparked, unsealed wait for an event row
 -- (f: its kind, sender and keys; nv_list: its keys encoded, when the caller has
--- them), as run, effect, wid and attributes; or nil.
+-- them), as run, effect, wid, attributes and the attributes row; or nil.
 -- It only reads. Parked waits and sealed runs' waits are not in the election
 -- indexes, so the first entry under each key is the winner; waits restricted to
 -- a sender sit in their own index, merged here by bytes.
@@ -97,11 +97,11 @@ local function electee(f, nv_list)
     if rest then
       local wid = string.sub(rest, INSTANT_WIDTH + 1)
       local run, effect = wid_parts(wid)
-      local attrs = wait_read(wid)
+      local attrs, raw = wait_read(wid)
       if not attrs then
         corrupt("index", wid, "election entry of an unregistered wait")
       end
-      return run, effect, wid, attrs
+      return run, effect, wid, attrs, raw
     end
   end
   return nil
@@ -110,12 +110,12 @@ end
 -- Holds the row eid (live, or a new one not written yet) for the elected wait
 -- and returns the wait's Subscription reply, or nil (nothing written).
 local function elect(eid, f, at, nv_list)
-  local run, effect, wid, attrs = electee(f, nv_list)
+  local run, effect, wid, attrs, raw = electee(f, nv_list)
   if not run then
     return nil
   end
   local rows = key_rows(wid)
-  local reply = sub_reply(run, effect, wid, attrs, rows)
+  local reply = sub_reply(run, effect, wid, attrs, rows, raw)
   hold(eid, f, run, effect, at, wid)
   park(run, wid, attrs, at, rows, true)
   return reply

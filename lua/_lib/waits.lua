@@ -48,12 +48,15 @@ local function wait_pack(f)
     .. (L[#e] or length_colon(#e)) .. e .. "," .. (L[#g] or length_colon(#g)) .. g .. ","
 end
 
+-- The wait's attributes, checked, and the row they were read from (which
+-- wait_pack writes again byte for byte: both reads take only such rows); nil
+-- when the wait is not registered.
 local function wait_read(wid)
   local raw = redis.call("HGET", K.waits, wid)
   if not raw then
     return nil
   end
-  return wait_fields(raw) or wait_parse_checked(wid, raw)
+  return wait_fields(raw) or wait_parse_checked(wid, raw), raw
 end
 
 local function is_sealed(run)
@@ -64,7 +67,8 @@ local function is_marked(wid)
   return redis.call("HEXISTS", K.marks, wid) == 1
 end
 
--- The wait's key rows: a list of {nv = encoded ns value, at = instant key}.
+-- The wait's key rows: a list of {nv = encoded ns value, at = instant key,
+-- ns = encoded ns, value = encoded value}.
 local function key_rows(wid)
   local out = {}
   for _, m in ipairs(with_prefix(K.wait_keys, wid)) do
@@ -72,7 +76,7 @@ local function key_rows(wid)
     if not parts or #m - pos + 1 ~= INSTANT_WIDTH then
       corrupt("wait key", m, "bad member")
     end
-    out[#out + 1] = { nv = parts[1] .. parts[2], at = string.sub(m, pos) }
+    out[#out + 1] = { nv = parts[1] .. parts[2], at = string.sub(m, pos), ns = parts[1], value = parts[2] }
   end
   return out
 end
@@ -196,15 +200,15 @@ local function retire_wait(wid, attrs)
 end
 
 -- A Subscription reply: {run, effect, attributes row, {ns, value, ...}}, keys
--- sorted; rows: the wait's key_rows, when the caller has read them.
-local function sub_reply(run, effect, wid, attrs, rows)
+-- sorted; rows: the wait's key_rows, when the caller has read them; raw: the
+-- attributes row wait_read read them from, when the caller has it.
+local function sub_reply(run, effect, wid, attrs, rows, raw)
   local keys = {}
   for _, row in ipairs(rows or key_rows(wid)) do
-    local parts = take(row.nv, 1, 2)
-    keys[#keys + 1] = dec(parts[1])
-    keys[#keys + 1] = dec(parts[2])
+    keys[#keys + 1] = dec(row.ns)
+    keys[#keys + 1] = dec(row.value)
   end
-  return { run, effect, wait_pack(attrs), keys }
+  return { run, effect, raw or wait_pack(attrs), keys }
 end
 
 -- The distinct waits of a run, in effect order: a list of {wid, effect}.
