@@ -2,22 +2,16 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] live: agentplane:{<tenant>}:event:live
--- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
--- KEYS[6] dead: agentplane:{<tenant>}:event:dead
--- KEYS[7] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[8] ledger: agentplane:{<tenant>}:claim
--- KEYS[9] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[10] waits: agentplane:{<tenant>}:wait
--- KEYS[11] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[12] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[13] electable: agentplane:{<tenant>}:wait:match
--- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[15] marks: agentplane:{<tenant>}:mark
--- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[17] seals: agentplane:{<tenant>}:seal
--- KEYS[18] replies: agentplane:{<tenant>}:reply
+-- KEYS[3] ledger: agentplane:{<tenant>}:claim
+-- KEYS[4] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[5] waits: agentplane:{<tenant>}:wait
+-- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[7] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[8] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[9] marks: agentplane:{<tenant>}:mark
+-- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[11] seals: agentplane:{<tenant>}:seal
+-- KEYS[12] replies: agentplane:{<tenant>}:reply
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run the event is addressed to
 -- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs

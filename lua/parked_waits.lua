@@ -2,22 +2,17 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] live: agentplane:{<tenant>}:event:live
--- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
--- KEYS[6] dead: agentplane:{<tenant>}:event:dead
--- KEYS[7] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[8] ledger: agentplane:{<tenant>}:claim
--- KEYS[9] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[10] waits: agentplane:{<tenant>}:wait
--- KEYS[11] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[12] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[13] electable: agentplane:{<tenant>}:wait:match
--- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[15] marks: agentplane:{<tenant>}:mark
--- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[17] seals: agentplane:{<tenant>}:seal
--- KEYS[18] replies: agentplane:{<tenant>}:reply
+-- KEYS[3] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[4] ledger: agentplane:{<tenant>}:claim
+-- KEYS[5] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[6] waits: agentplane:{<tenant>}:wait
+-- KEYS[7] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[8] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[9] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[10] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[11] marks: agentplane:{<tenant>}:mark
+-- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[13] replies: agentplane:{<tenant>}:reply
 -- ARGV[1] room: count, the most waits this step lists
 -- ARGV[2] after_run: the run of the last wait listed by the previous step, "" to start
 -- ARGV[3] after_effect: its effect

@@ -16,8 +16,7 @@
 -- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
 -- KEYS[15] marks: agentplane:{<tenant>}:mark
 -- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[17] seals: agentplane:{<tenant>}:seal
--- KEYS[18] replies: agentplane:{<tenant>}:reply
+-- KEYS[17] replies: agentplane:{<tenant>}:reply
 -- ARGV[1] run: the run
 -- ARGV[2..] unanswered: effects whose answer the journal lacks
 -- Returns: {"OK", waits retired, {released event, ...}}
