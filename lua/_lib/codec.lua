@@ -99,29 +99,33 @@ local ZEROS = {
   "0", "00", "000", "0000", "00000", "000000", "0000000", "00000000", "000000000",
   "0000000000", "00000000000", "000000000000", "0000000000000", "00000000000000", "000000000000000",
 }
+-- The member digits of an instant's text where the text is written as decimal
+-- writes it (no sign, no leading zero, at most 15 digits): "1", zeros, the
+-- text; nil otherwise.
+local function decimal_key(s)
+  if #s <= 15 and string.find(s, "^[1-9]%d*$") then
+    return "1" .. ZEROS[15 - #s] .. s
+  end
+  return nil
+end
+
 local function instant_of(s)
   local n = tonumber(s)
-  if n and #s <= 15 and string.find(s, "^[1-9]%d*$") then
+  local key = n and decimal_key(s)
+  if key then
     DECIMAL_N, DECIMAL_TEXT = n, s
-    KEY_MS, KEY_TEXT = n, "1" .. ZEROS[15 - #s] .. s
+    KEY_MS, KEY_TEXT = n, key
   end
   return n
 end
 
--- instant_key of an instant a row holds as text. Where the text is written as
--- decimal writes it (no sign, no leading zero, at most 15 digits) the key is
--- its digits after "1" and zeros, with no tonumber and no printf; the last text
--- and its key are remembered, apart from instant_key's memo.
+-- instant_key of an instant a row holds as text: decimal_key's digits where
+-- decimal wrote the text, with no tonumber and no printf; the last text and its
+-- key are remembered, apart from instant_key's memo.
 local KEY_OF_TEXT, KEY_OF_KEY
 local function instant_key_of(s)
   if s ~= KEY_OF_TEXT then
-    local key
-    if #s <= 15 and string.find(s, "^[1-9]%d*$") then
-      key = "1" .. ZEROS[15 - #s] .. s
-    else
-      key = instant_key(tonumber(s))
-    end
-    KEY_OF_TEXT, KEY_OF_KEY = s, key
+    KEY_OF_TEXT, KEY_OF_KEY = s, decimal_key(s) or instant_key(tonumber(s))
   end
   return KEY_OF_KEY
 end

@@ -194,25 +194,24 @@ local function key_args(first)
   return nv, raw
 end
 
--- The run of an encoded wait or timer id, checked as wid_parts checks it, without
--- decoding the effect.
-local function wid_run(wid)
-  local find = string.find
-  local first = find(wid, TERM, 1, true)
-  local second = first and find(wid, TERM, first + 2, true)
+-- Where the two components of an encoded wait or timer id end (each at its
+-- terminator); an id of any other shape is corrupt.
+local function wid_ends(wid)
+  local first = string.find(wid, TERM, 1, true)
+  local second = first and string.find(wid, TERM, first + 2, true)
   if not second or second + 1 ~= #wid then
     corrupt("id", wid, "bad member")
   end
-  return unescape(string.sub(wid, 1, first - 1))
+  return first, second
+end
+
+-- The run of an encoded wait or timer id, without decoding the effect.
+local function wid_run(wid)
+  return unescape(string.sub(wid, 1, wid_ends(wid) - 1))
 end
 
 -- (run, effect) of an encoded wait or timer id.
 local function wid_parts(wid)
-  local find, sub = string.find, string.sub
-  local first = find(wid, TERM, 1, true)
-  local second = first and find(wid, TERM, first + 2, true)
-  if not second or second + 1 ~= #wid then
-    corrupt("id", wid, "bad member")
-  end
-  return unescape(sub(wid, 1, first - 1)), unescape(sub(wid, first + 2, second - 1))
+  local first, second = wid_ends(wid)
+  return unescape(string.sub(wid, 1, first - 1)), unescape(string.sub(wid, first + 2, second - 1))
 end
