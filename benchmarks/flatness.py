@@ -1,4 +1,4 @@
-"""Flat cost: each operation's server time with a small tenant and with a large one.
+"""Flat cost: each operation's latency and server time with a small tenant and a large one.
 
     python benchmarks/flatness.py [--server valkey|redis] [--small 1000] [--large 1000000]
         [--calls 300] [--inner buffer,erase_payload]
@@ -15,7 +15,11 @@ proportion to their page). Prints the p50 per operation and tenant and their
 ratio: the cost does not grow with the tenant when the ratio stays near 1.
 SLOWLOG records whole microseconds, so the p50 is interpolated within its
 microsecond: an operation of 3 to 4 µs is not read as 3 on one tenant and 4
-on the other by rounding alone. For the operations named by ``--inner``
+on the other by rounding alone. Then, with SLOWLOG off, ``--calls`` more of
+each operation on rows of their own, the tenants taking turns the same way,
+each call timed by the caller around the store's method: the latency a worker
+sees (its client's work, the round trip and the server's), p50 per operation
+and tenant. For the operations named by ``--inner``
 (``buffer`` and ``erase_payload``, the two that grow the most), it also prints
 the p50 of each command their calls made, by the key it wrote: where the
 growth goes.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -73,6 +78,10 @@ def fill(store: RedisStore, rows: int, tag: str) -> None:
             for i in range(rows - events - waits)
         ),
     )
+
+
+#: The step that calls a script of another name.
+STEP_OF = {"deliver": "deliver (resumes a wait)", "pending": "next_due"}
 
 
 def steps_of(store: RedisStore) -> dict[str, Callable[[int], Any]]:
@@ -139,14 +148,20 @@ def p50(durations: list[int]) -> float:
 
 def measure(
     client: redis.Redis, stores: list[RedisStore], calls: int, inner: Sequence[str] = ()
-) -> list[dict[str, float]]:
-    """The p50 of each operation on each store. The stores take turns call by call, so
-    that the machine's drift falls on both alike, each going first every other turn;
-    each logged call is told to its store by the tenant its first key names. For the
-    operations in ``inner``, the p50 of each command their calls made as well, as
-    ``<operation>: <command> <key>``."""
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """The p50 of each operation on each store: its server time, and its latency
+    through the store. The stores take turns call by call, so that the machine's drift
+    falls on both alike, each going first every other turn.
+
+    Server time: ``calls`` calls with every command logged; each logged call is told to
+    its store by the tenant its first key names. For the operations in ``inner``, the
+    p50 of each command their calls made as well, as ``<operation>: <command> <key>``.
+
+    Latency: ``calls`` more calls (on rows of their own, ``i`` from ``calls`` on) with
+    SLOWLOG off, each timed around the store's method, in microseconds."""
     log = Slowlog(client)
     logged: list[dict[str, list[int]]] = [{} for _ in stores]
+    waited: list[dict[str, list[float]]] = [{} for _ in stores]
     plans = [steps_of(store) for store in stores]
     tenants = [store.keys.tenant for store in stores]
     for name in plans[0]:
@@ -163,8 +178,18 @@ def measure(
                 script = f"{name}: {command_of(entry)}"
             if script not in (None, "trivial", "?"):
                 logged[tenants.index(tenant)].setdefault(str(script), []).append(entry["duration"])
+        client.config_set("slowlog-log-slower-than", -1)
+        for i in range(calls, 2 * calls):
+            order = list(enumerate(plans))
+            for k, plan in order if i % 2 == 0 else order[::-1]:
+                t0 = time.perf_counter_ns()
+                plan[name](i)
+                waited[k].setdefault(name, []).append((time.perf_counter_ns() - t0) / 1000)
+        client.config_set("slowlog-log-slower-than", 0)
         client.slowlog_reset()
-    return [{script: p50(times) for script, times in found.items()} for found in logged]
+    server = [{script: p50(times) for script, times in found.items()} for found in logged]
+    latency = [{name: statistics.median(ts) for name, ts in found.items()} for found in waited]
+    return server, latency
 
 
 def main() -> None:
@@ -189,11 +214,16 @@ def main() -> None:
         fill(large, args.large, "l")
         fill(RedisStore(client, tenant="neighbour"), args.large, "n")
         used = int(client.info("memory")["used_memory"]) / 2**20
-        a, b = measure(client, [small, large], args.calls, inner)
+        (a, b), (la, lb) = measure(client, [small, large], args.calls, inner)
     print(f"{args.server} {version}; {args.small:,} and {args.large:,} rows, a neighbour")
-    print(f"of {args.large:,}; {used:,.0f} MiB in use; p50 server time of {args.calls} calls\n")
-    print(f"| operation | {args.small:,} rows | {args.large:,} rows | ratio |")
-    print("|---|---:|---:|---:|")
+    print(f"of {args.large:,}; {used:,.0f} MiB in use; p50 of {args.calls} calls each, server time")
+    print("from SLOWLOG, latency timed by the caller around the store's method (SLOWLOG off)\n")
+    small_rows, large_rows = f"{args.small:,} rows", f"{args.large:,} rows"
+    print(
+        f"| operation | server time, {small_rows} | {large_rows} | ratio"
+        f" | latency, {small_rows} | {large_rows} | ratio |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     order = ["buffer", "subscribe", "deliver", "claim_for", "wait", "unsubscribe"]
     order += ["match_waiter", "deliver_to", "park_wait", "erase_payload", "lookup_event"]
     order += ["lookup_wait", "minter", "oldest_live", "stats", "arm", "claim_due", "disarm"]
@@ -201,7 +231,14 @@ def main() -> None:
     order += ["is_sealed", "close"]
     ops_only = [n for n in a if ":" not in n]
     for name in sorted(ops_only, key=lambda n: order.index(n) if n in order else len(order)):
-        print(f"| {name} | {a[name]:.1f} µs | {b[name]:.1f} µs | {b[name] / a[name]:.2f} |")
+        step = STEP_OF.get(name, name)
+        seen = (
+            f" {la[step]:.0f} µs | {lb[step]:.0f} µs | {lb[step] / la[step]:.2f} |"
+            if step in la
+            else " | | |"
+        )
+        label = name if step.startswith(name) else f"{name} ({step})"
+        print(f"| {label} | {a[name]:.1f} µs | {b[name]:.1f} µs | {b[name] / a[name]:.2f} |{seen}")
     commands = sorted(n for n in a if ":" in n and n in b)
     if commands:
         print("\n| a command inside the operation, p50 | small | large | ratio |")

@@ -144,6 +144,10 @@ def test_flatness_and_contention_run_and_check_their_claims():
     flat = run("flatness.py", "--small", "200", "--large", "2000", "--calls", "20")
     for op in ("buffer", "deliver", "claim_for", "arm", "claim_due", "disarm"):
         assert f"| {op} |" in flat
+        # server time and the caller's latency, on each tenant
+        row = next(line for line in flat.splitlines() if line.startswith(f"| {op} |"))
+        assert row.count(" µs |") == 4, row
+    assert "| pending (next_due) |" in flat
     for command in ("buffer: ZADD event:live:key", "erase_payload: ZREM event:live:sender"):
         assert f"| {command} |" in flat
     hot = run("contention.py", "--events", "300", "--processes", "8")
