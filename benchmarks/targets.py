@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -105,9 +106,19 @@ class Slowlog:
 
 
 def server_version(client: redis.Redis) -> str:
-    """The server's version, Valkey's where it is Valkey (one ``INFO server``)."""
+    """The server's version, Valkey's where it is Valkey, and the memory allocator it
+    was built with (``INFO``), with any allocator preloaded into it through
+    ``LD_PRELOAD`` (the server inherits the benchmark's environment): the
+    allocator moves memory per item and the cost of writing to large structures
+    (the embedded Valkey is built with the C library's, a packaged server with
+    jemalloc; ``docs/performance.md``)."""
     info = client.info("server")
-    return str(info.get("valkey_version") or info["redis_version"])
+    version = str(info.get("valkey_version") or info["redis_version"])
+    allocator = str(client.info("memory").get("mem_allocator", "?"))
+    preloaded = [os.path.basename(p) for p in os.environ.get("LD_PRELOAD", "").split() if p]
+    if preloaded:
+        allocator += f", {' '.join(preloaded)} preloaded"
+    return f"{version} ({allocator} malloc)"
 
 
 def p50(values: list[int]) -> float:

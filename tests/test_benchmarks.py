@@ -148,6 +148,7 @@ def test_flatness_and_contention_run_and_check_their_claims():
         row = next(line for line in flat.splitlines() if line.startswith(f"| {op} |"))
         assert row.count(" µs |") == 4, row
     assert "| pending (next_due) |" in flat
+    assert " malloc); 200 and 2,000 rows" in flat  # the server's allocator is named
     for command in ("buffer: ZADD event:live:key", "erase_payload: ZREM event:live:sender"):
         assert f"| {command} |" in flat
     hot = run("contention.py", "--events", "300", "--processes", "8")
