@@ -116,9 +116,8 @@ def server_version(client: redis.Redis) -> str:
     version = str(info.get("valkey_version") or info["redis_version"])
     allocator = str(client.info("memory").get("mem_allocator", "?"))
     preloaded = [os.path.basename(p) for p in os.environ.get("LD_PRELOAD", "").split() if p]
-    if preloaded:
-        allocator += f", {' '.join(preloaded)} preloaded"
-    return f"{version} ({allocator} malloc)"
+    extra = f", {' '.join(preloaded)} preloaded" if preloaded else ""
+    return f"{version} ({allocator} malloc{extra})"
 
 
 def p50(values: list[int]) -> float:
