@@ -156,6 +156,22 @@ def test_flatness_and_contention_run_and_check_their_claims():
     assert "| WATCH/MULTI |" in hot
 
 
+def test_a_trivial_script_under_a_microsecond_leaves_its_multiples_out(monkeypatch):
+    """SLOWLOG counts whole microseconds: a trivial script's p50 can read 0, and the
+    script-time table then prints the times without a multiple of it."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import targets
+
+    lives = {"trivial script": 0.0, "event life": 180.0}
+    sent = {"trivial script": 1.0, "event life": 300.0}
+    assert targets.script_time_rows(lives, sent)[2:] == [
+        "| trivial script | 0.0 |  | 1.0 |",
+        "| event life | 180.0 |  | 300.0 |",
+    ]
+    lives["trivial script"] = 2.0
+    assert targets.script_time_rows(lives, sent)[3] == "| event life | 180.0 | 90.0 | 300.0 |"
+
+
 def test_flatness_reads_each_call_s_tenant_and_a_median_finer_than_a_microsecond(
     monkeypatch,
 ):
