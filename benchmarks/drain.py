@@ -28,7 +28,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import redis
-from targets import server_version
+from targets import flush, server_version
 
 from agentplane_redis import RedisStore, Timer
 from agentplane_redis.embedded import Server
@@ -136,12 +136,12 @@ def main() -> None:
         client = redis.Redis.from_url(server.url)
         version = server_version(client)
         for _ in range(args.runs):
-            client.flushall()
+            flush(client)
             share = args.jobs // args.processes
             cmd = [*me, "--trivial", server.url, str(share)]
             results.setdefault("trivial script", []).append(timed(client, [cmd] * args.processes))
             for system in [*OURS, *peers]:
-                client.flushall()
+                flush(client)
                 if system in OURS:
                     fill_ours(server.url, args.jobs)
                     cmd = [*me, "--work", server.url, OURS[system]]

@@ -62,6 +62,7 @@ from targets import (
     TRIVIAL,
     at,
     event,
+    flush,
     memory,
     server_mean,
     server_version,
@@ -287,7 +288,7 @@ TIMER_ROW = row(struct.pack(">I", 0), b"f", b"")
 
 def filled(client: redis.Redis, items: int, add: Callable[[Any, int], None]) -> float:
     """Bytes per item of ``used_memory`` grown by ``items`` of ``add``."""
-    client.flushall()
+    flush(client)
     before = int(client.info("memory")["used_memory"])
     pipe = client.pipeline(transaction=False)
     for i in range(items):
@@ -532,7 +533,7 @@ def main() -> None:
             print(f"| {name} | {us:.1f} | {us / trivial:.1f} | {target} |")
 
         floor = memory_floor(client, args.items)
-        client.flushall()
+        flush(client)
         ours_memory = memory(client, args.items)
         print(
             f"\n| memory per item, {args.items:,} of each | target | fewest entries,"

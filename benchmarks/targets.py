@@ -105,6 +105,14 @@ class Slowlog:
         return times
 
 
+def flush(client: redis.Redis) -> None:
+    """Deletes every key before the call returns (``FLUSHALL SYNC``). Valkey flushes in
+    the background by default (``lazyfree-lazy-user-flush yes``): ``used_memory`` read
+    next would fall while the old keys go, and a timing taken next would share the
+    machine with their freeing."""
+    client.execute_command("FLUSHALL", "SYNC")
+
+
 def server_version(client: redis.Redis) -> str:
     """The server's version, Valkey's where it is Valkey, and the memory allocator it
     was built with (``INFO``), with any allocator preloaded into it through

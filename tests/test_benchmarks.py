@@ -156,6 +156,30 @@ def test_flatness_and_contention_run_and_check_their_claims():
     assert "| WATCH/MULTI |" in hot
 
 
+@pytest.mark.real
+def test_the_benchmarks_flush_before_they_return_on_valkey_too(monkeypatch):
+    """Valkey flushes in the background by default: the benchmarks' flush has freed
+    every key when it returns, so the memory they read next is not still falling."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import redis
+    import targets
+
+    from agentplane_redis.embedded import Server
+
+    with Server("valkey") as server:
+        client = redis.Redis.from_url(server.url)
+        assert client.config_get("lazyfree-lazy-user-flush") == {"lazyfree-lazy-user-flush": "yes"}
+        empty = int(client.info("memory")["used_memory"])
+        pipe = client.pipeline(transaction=False)
+        for i in range(200):
+            pipe.hset("big", mapping={f"f{i}-{j}": "x" * 40 for j in range(500)})
+        pipe.execute()
+        assert int(client.info("memory")["used_memory"]) > empty + 5_000_000
+        targets.flush(client)
+        assert client.dbsize() == 0
+        assert int(client.info("memory")["used_memory"]) < empty + 1_000_000
+
+
 def test_a_trivial_script_under_a_microsecond_leaves_its_multiples_out(monkeypatch):
     """SLOWLOG counts whole microseconds: a trivial script's p50 can read 0, and the
     script-time table then prints the times without a multiple of it."""
