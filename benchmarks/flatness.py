@@ -164,11 +164,16 @@ def measure(
     waited: list[dict[str, list[float]]] = [{} for _ in stores]
     plans = [steps_of(store) for store in stores]
     tenants = [store.keys.tenant for store in stores]
+
+    def in_turn(i: int) -> list[tuple[int, dict[str, Callable[[int], Any]]]]:
+        # Which store goes first alternates too: the second of two calls in a row
+        # finds the function's code warm in the CPU's caches.
+        turns = list(enumerate(plans))
+        return turns if i % 2 == 0 else turns[::-1]
+
     for name in plans[0]:
         for i in range(calls):
-            # Which store goes first alternates too: the second of two calls in a
-            # row finds the function's code warm in the CPU's caches.
-            for plan in plans if i % 2 == 0 else plans[::-1]:
+            for _, plan in in_turn(i):
                 plan[name](i)
         for entry in client.slowlog_get(2_000_000):
             script, tenant = log.name_of(entry), tenant_of(entry)
@@ -180,8 +185,7 @@ def measure(
                 logged[tenants.index(tenant)].setdefault(str(script), []).append(entry["duration"])
         client.config_set("slowlog-log-slower-than", -1)
         for i in range(calls, 2 * calls):
-            order = list(enumerate(plans))
-            for k, plan in order if i % 2 == 0 else order[::-1]:
+            for k, plan in in_turn(i):
                 t0 = time.perf_counter_ns()
                 plan[name](i)
                 waited[k].setdefault(name, []).append((time.perf_counter_ns() - t0) / 1000)

@@ -119,10 +119,10 @@ def server_version(client: redis.Redis) -> str:
     ``LD_PRELOAD`` (the server inherits the benchmark's environment): the
     allocator moves memory per item and the cost of writing to large structures
     (the embedded Valkey is built with the C library's, a packaged server with
-    jemalloc; ``docs/performance.md``)."""
-    info = client.info("server")
+    jemalloc; ``docs/performance.md``). One ``INFO`` of both sections."""
+    info = client.info("server", "memory")
     version = str(info.get("valkey_version") or info["redis_version"])
-    allocator = str(client.info("memory").get("mem_allocator", "?"))
+    allocator = str(info.get("mem_allocator", "?"))
     preloaded = [os.path.basename(p) for p in os.environ.get("LD_PRELOAD", "").split() if p]
     extra = f", {' '.join(preloaded)} preloaded" if preloaded else ""
     return f"{version} ({allocator} malloc{extra})"
