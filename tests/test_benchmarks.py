@@ -149,11 +149,26 @@ def test_flatness_and_contention_run_and_check_their_claims():
         assert row.count(" µs |") == 4, row
     assert "| pending (next_due) |" in flat
     assert " malloc); 200 and 2,000 rows" in flat  # the server's allocator is named
-    for command in ("buffer: ZADD event:live:key", "erase_payload: ZREM event:live:sender"):
-        assert f"| {command} |" in flat
+    # Valkey logs the commands inside a script without a time of their own.
+    assert "| a command inside the operation" not in flat
+    assert "The server logs the commands inside a script with no time of their own" in flat
     hot = run("contention.py", "--events", "300", "--processes", "8")
     assert "| store `claim_for` (one script) |" in hot
     assert "| WATCH/MULTI |" in hot
+
+
+@pytest.mark.real
+def test_flatness_shows_the_commands_inside_an_operation_where_redis_times_them(request):
+    """Debian's redis-server (apt-get install redis-server); CI installs it."""
+    if shutil.which("redis-server") is None:
+        if request.config.getoption("--require-servers"):
+            pytest.fail("redis-server is not on PATH (apt-get install redis-server)")
+        pytest.skip("redis-server is not on PATH (apt-get install redis-server)")
+    args = ("--server", "redis", "--small", "100", "--large", "400", "--calls", "20")
+    flat = run("flatness.py", *args)
+    for command in ("buffer: ZADD event:live:key", "erase_payload: ZREM event:live:sender"):
+        assert f"| {command} |" in flat
+    assert "no time of their own" not in flat
 
 
 @pytest.mark.real
