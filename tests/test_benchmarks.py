@@ -41,6 +41,8 @@ def test_targets_prints_every_figure_next_to_its_ceiling():
         "| timer life, completed by disarm_many |",
         "| longest call (",
         "| longest call with SLOWLOG off (",
+        "| trivial script, among them: longest call |",
+        "| trivial script, among them: calls over 1 ms, of 200 |",  # after each life
         "| buffered event (beyond payload) |",
         "| armed timer |",
         "| registered wait |",
@@ -209,6 +211,10 @@ def test_a_trivial_script_under_a_microsecond_leaves_its_multiples_out(monkeypat
     ]
     lives["trivial script"] = 2.0
     assert targets.script_time_rows(lives, sent)[3] == "| event life | 180.0 | 90.0 | 300.0 |"
+    # a count of calls has no multiple of the trivial script's time
+    lives["calls over 1 ms, of 10,317"], sent["calls over 1 ms, of 10,317"] = 11.0, 12.0
+    row = "| calls over 1 ms, of 10,317 | 11.0 |  | 12.0 |"
+    assert targets.script_time_rows(lives, sent)[4] == row
 
 
 def test_flatness_reads_each_call_s_tenant_and_a_median_finer_than_a_microsecond(
