@@ -20,6 +20,15 @@ one run each::
 
 What the count leaves out is the time an instruction waits for memory, which
 grows with the data (``flatness.py`` measures that) and varies by machine.
+
+``--split buffer`` (any operation of the table) prints instead where that
+operation's instructions go, by the server's own functions: reading the request
+and writing the reply, entering the function, the commands it calls through
+``redis.call`` and the commands' own share of them, Lua's garbage collector,
+and the rest of its Lua. That needs a server binary with its symbols, as the
+embedded Valkey's has (Debian's redis-server is stripped)::
+
+    python benchmarks/instructions.py --split buffer
 """
 
 from __future__ import annotations
@@ -56,19 +65,78 @@ class Counted(Server):
     def _control(self, flag: str) -> None:
         subprocess.run(["callgrind_control", flag, str(self.pid)], capture_output=True, check=True)
 
-    def count(self, batch: Callable[[], Any]) -> int:
-        """Instructions the server executes while ``batch`` runs."""
+    def dump(self, batch: Callable[[], Any]) -> Path:
+        """The callgrind profile of what the server executes while ``batch`` runs."""
         self._control("-z")
         batch()
         dumped = set(Path(self.folder).glob("callgrind.*"))
         self._control("-d")
         new = set(Path(self.folder).glob("callgrind.*")) - dumped
-        latest = max(new, key=lambda p: p.stat().st_mtime_ns)
+        return max(new, key=lambda p: p.stat().st_mtime_ns)
+
+    def count(self, batch: Callable[[], Any]) -> int:
+        """Instructions the server executes while ``batch`` runs."""
+        latest = self.dump(batch)
         found = re.search(r"^summary:\s*(\d+)", latest.read_text(errors="replace"), re.M)
         latest.unlink()
         if found is None:
             raise RuntimeError(f"no instruction count in {latest}")
         return int(found.group(1))
+
+
+#: The server functions a split reads, each with everything it calls.
+SPLIT_FUNCTIONS = (
+    "fcallCommand",
+    "lua_pcall",
+    "luaRedisCallCommand",
+    "scriptCall",
+    "luaC_step",
+)
+
+
+def inclusive(profile: Path) -> dict[str, int]:
+    """Each function's instructions with those of everything it calls, from
+    ``callgrind_annotate``, by its bare name (a function recursing into itself is
+    listed again with a suffix, which is left out: its outer entry holds it all)."""
+    done = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(profile)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out: dict[str, int] = {}
+    for line in done.stdout.splitlines():
+        found = re.match(r"^\s*([\d,]+)\s+\([^)]*\)\s+\S*?:?([A-Za-z_][\w.]*)(?: |$)", line)
+        if found is None:
+            continue
+        name = found.group(2).split(".", 1)[0]
+        out.setdefault(name, int(found.group(1).replace(",", "")))
+    return out
+
+
+def split_rows(total: int, calls: int, found: dict[str, int]) -> list[str]:
+    """The split table of one operation, from ``inclusive``'s figures."""
+    missing = [name for name in SPLIT_FUNCTIONS if name not in found]
+    if missing:
+        raise SystemExit(
+            "the server binary has no symbols for " + ", ".join(missing) + " (try --server valkey)"
+        )
+    lua = found["lua_pcall"]
+    parts = {
+        "reading the request and writing the reply, outside FCALL": total - found["fcallCommand"],
+        "FCALL finding the function, its keys and arguments made Lua values": (
+            found["fcallCommand"] - lua
+        ),
+        "redis.call: the commands, their arguments and replies": found["luaRedisCallCommand"],
+        "of which the commands themselves (scriptCall)": found["scriptCall"],
+        "Lua's garbage collector": found["luaC_step"],
+        "the rest of the Lua": lua - found["luaRedisCallCommand"] - found["luaC_step"],
+    }
+    rows = ["| part of a call, inclusive | instructions per call | share |", "|---|---:|---:|"]
+    for name, count in parts.items():
+        rows.append(f"| {name} | {count / calls:,.0f} | {100 * count / total:.0f} % |")
+    rows.append(f"| the whole call | {total / calls:,.0f} | 100 % |")
+    return rows
 
 
 def write_parts(server: Counted, client: redis.Redis, n: int) -> dict[str, float]:
@@ -116,8 +184,9 @@ redis.register_function("part_remembered",
     return found
 
 
-def counts(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]:
-    """Instructions per call of each operation, and per life cycle."""
+def operations(client: redis.Redis, store: RedisStore, n: int) -> dict[str, Callable[[], Any]]:
+    """``n`` calls of each operation, as batches to run in their order (each life
+    cycle's later steps act on what the earlier ones left)."""
     trivial = client.script_load(TRIVIAL)
     base = 3 * 10**6  # runs, events and timers of their own
     for i in range(n):
@@ -137,7 +206,7 @@ def counts(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> d
         while page := store.timers.claim_due(now=at(n), limit=128):
             store.timers.disarm_many(page)
 
-    batches: dict[str, Callable[[], Any]] = {
+    return {
         "trivial script": each(lambda i: client.evalsha(trivial, 0)),
         "deliver": each(lambda i: store.events.deliver(event(base + i), at=at(i))),
         "claim_for": each(lambda i: store.events.claim_for(wait(base + i), at=at(i))),
@@ -147,17 +216,45 @@ def counts(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> d
         "arm": each(arm("t")),
         "claim_due, per timer (pages of 128)": claim_all,
         "disarm": each(lambda i: store.timers.disarm(f"c-{i % 50}", f"t-{i}")),
+        "arm, for the pages": each(arm("m")),
+        "claim_due and disarm_many, per timer": complete_pages,
     }
-    out = {name: server.count(batch) / n for name, batch in batches.items()}
-    out.update(write_parts(server, client, n))
-    each(arm("m"))()
-    out["claim_due and disarm_many, per timer"] = server.count(complete_pages) / n
+
+
+def counts(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]:
+    """Instructions per call of each operation, and per life cycle."""
+    out: dict[str, float] = {}
+    for name, batch in operations(client, store, n).items():
+        if name == "arm, for the pages":
+            out.update(write_parts(server, client, n))
+            batch()
+        else:
+            out[name] = server.count(batch) / n
     out["event life"] = out["deliver"] + out["claim_for"] + out["unsubscribe"]
     out["timer life"] = out["arm"] + out["claim_due, per timer (pages of 128)"] + out["disarm"]
     out["timer life, completed by disarm_many"] = (
         out["arm"] + out["claim_due and disarm_many, per timer"]
     )
     return out
+
+
+def split(server: Counted, client: redis.Redis, store: RedisStore, n: int, op: str) -> list[str]:
+    """Where ``op``'s instructions go (``split_rows``), the operations before it in
+    its life cycle run first, as ``counts`` runs them."""
+    batches = operations(client, store, n)
+    if op not in batches:
+        raise SystemExit(f"--split takes one of: {', '.join(batches)}")
+    for name, batch in batches.items():
+        if name == op:
+            profile = server.dump(batch)
+            total = re.search(r"^summary:\s*(\d+)", profile.read_text(errors="replace"), re.M)
+            if total is None:
+                raise RuntimeError(f"no instruction count in {profile}")
+            found = inclusive(profile)
+            profile.unlink()
+            return [f"{op}, {n:,} calls", "", *split_rows(int(total.group(1)), n, found)]
+        batch()
+    raise AssertionError("unreachable")
 
 
 def sketch_counts(server: Counted, client: redis.Redis, n: int, rows: int) -> dict[str, float]:
@@ -181,6 +278,7 @@ def main() -> None:
     parser.add_argument("--server", choices=["valkey", "redis"], default="valkey")
     parser.add_argument("--rows", type=int, default=2_000)
     parser.add_argument("--calls", type=int, default=256)
+    parser.add_argument("--split", metavar="OPERATION", help="where one operation's go, instead")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind is not on PATH (apt-get install valgrind)")
@@ -195,6 +293,9 @@ def main() -> None:
         )
         store = RedisStore(client, tenant="bench")
         fill(store, args.rows)
+        if args.split:
+            print("\n".join(split(server, client, store, args.calls, args.split)))
+            return
         found = counts(server, client, store, args.calls)
         found.update(sketch_counts(server, client, args.calls, args.rows))
         trivial = found["trivial script"]

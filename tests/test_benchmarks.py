@@ -139,6 +139,18 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
         "| timer life, completed by disarm_many |",
         "| sketch: timer life |",
     )
+    # where one operation's instructions go, by the embedded Valkey's own functions
+    split = run("instructions.py", "--rows", "150", "--calls", "24", "--split", "claim_for")
+    shares = {
+        line.split(" | ")[0].lstrip("| "): int(line.split(" | ")[1].replace(",", ""))
+        for line in split.splitlines()
+        if line.startswith("| ") and not line.startswith("| part of")
+    }
+    whole = shares.pop("the whole call")
+    commands = shares.pop("of which the commands themselves (scriptCall)")
+    assert 0 < commands < shares["redis.call: the commands, their arguments and replies"]
+    assert all(count > 0 for count in shares.values()), shares
+    assert abs(sum(shares.values()) - whole) <= len(shares), (shares, whole)
 
 
 @pytest.mark.real
