@@ -77,11 +77,17 @@ class Counted(Server):
     def count(self, batch: Callable[[], Any]) -> int:
         """Instructions the server executes while ``batch`` runs."""
         latest = self.dump(batch)
-        found = re.search(r"^summary:\s*(\d+)", latest.read_text(errors="replace"), re.M)
+        total = summary(latest)
         latest.unlink()
-        if found is None:
-            raise RuntimeError(f"no instruction count in {latest}")
-        return int(found.group(1))
+        return total
+
+
+def summary(profile: Path) -> int:
+    """The instructions a callgrind profile counts in all."""
+    found = re.search(r"^summary:\s*(\d+)", profile.read_text(errors="replace"), re.M)
+    if found is None:
+        raise RuntimeError(f"no instruction count in {profile}")
+    return int(found.group(1))
 
 
 #: The server functions a split reads, each with everything it calls.
@@ -247,12 +253,9 @@ def split(server: Counted, client: redis.Redis, store: RedisStore, n: int, op: s
     for name, batch in batches.items():
         if name == op:
             profile = server.dump(batch)
-            total = re.search(r"^summary:\s*(\d+)", profile.read_text(errors="replace"), re.M)
-            if total is None:
-                raise RuntimeError(f"no instruction count in {profile}")
-            found = inclusive(profile)
+            total, found = summary(profile), inclusive(profile)
             profile.unlink()
-            return [f"{op}, {n:,} calls", "", *split_rows(int(total.group(1)), n, found)]
+            return [f"{op}, {n:,} calls", "", *split_rows(total, n, found)]
         batch()
     raise AssertionError("unreachable")
 

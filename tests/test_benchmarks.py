@@ -26,6 +26,16 @@ def run(script: str, *args: str, timeout: float = 600) -> str:
     return done.stdout
 
 
+def require_program(request: pytest.FixtureRequest, program: str) -> None:
+    """Skips the test where Debian's ``program`` is not on PATH; under
+    ``--require-servers`` (CI, which installs it) fails it instead."""
+    if shutil.which(program) is None:
+        why = f"{program} is not on PATH (apt-get install {program})"
+        if request.config.getoption("--require-servers"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
 def assert_rows(out: str, *rows: str) -> None:
     missing = [row for row in rows if row not in out]
     assert not missing, f"not printed: {missing}\n{out}"
@@ -127,10 +137,7 @@ def test_replies_times_each_reply_shape_in_both_forms():
 @pytest.mark.real
 def test_instructions_counts_the_server_s_work_under_callgrind(request):
     """Valgrind comes from Debian (apt-get install valgrind); CI installs it."""
-    if shutil.which("valgrind") is None:
-        if request.config.getoption("--require-servers"):
-            pytest.fail("valgrind is not on PATH (apt-get install valgrind)")
-        pytest.skip("valgrind is not on PATH (apt-get install valgrind)")
+    require_program(request, "valgrind")
     out = run("instructions.py", "--rows", "150", "--calls", "24")
     assert_rows(
         out,
@@ -174,10 +181,9 @@ def test_flatness_and_contention_run_and_check_their_claims():
 @pytest.mark.real
 def test_flatness_shows_the_commands_inside_an_operation_where_redis_times_them(request):
     """Debian's redis-server (apt-get install redis-server); CI installs it."""
-    if shutil.which("redis-server") is None:
-        if request.config.getoption("--require-servers"):
-            pytest.fail("redis-server is not on PATH (apt-get install redis-server)")
-        pytest.skip("redis-server is not on PATH (apt-get install redis-server)")
+    if "redis7" not in request.config.getoption("--backends").split(","):
+        pytest.skip("redis7 not selected")
+    require_program(request, "redis-server")
     args = ("--server", "redis", "--small", "100", "--large", "400", "--calls", "20")
     flat = run("flatness.py", *args)
     for command in ("buffer: ZADD event:live:key", "erase_payload: ZREM event:live:sender"):
