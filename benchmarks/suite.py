@@ -20,6 +20,8 @@ Runs, one after another on a throwaway server each:
   loops (reading, checking and writing rows);
 * ``replies.py``: what reading each reply shape costs the client, as an array
   and as the one string the store's scripts answer;
+* ``call_time.py``: where one call of each single operation spends its time:
+  the round trip, the server's part of it, and the store's own Python;
 * ``instructions.py``: the server's instructions per operation and per life
   cycle under callgrind, the figure the machine's load does not move (where
   valgrind is installed: ``apt-get install valgrind``; otherwise the report
@@ -52,6 +54,7 @@ FULL = {
     "floor.py": ["--items", "100000", "--calls", "2000"],
     "helpers.py": ["--calls", "2000"],
     "replies.py": ["--calls", "1000", "--rounds", "9"],
+    "call_time.py": ["--rows", "2000", "--calls", "2000"],
     "instructions.py": ["--rows", "2000", "--calls", "256"],
 }
 QUICK = {
@@ -62,6 +65,7 @@ QUICK = {
     "floor.py": ["--items", "2000", "--calls", "300"],
     "helpers.py": ["--calls", "200"],
     "replies.py": ["--calls", "100", "--rounds", "3"],
+    "call_time.py": ["--rows", "200", "--calls", "200"],
     "instructions.py": ["--rows", "200", "--calls", "32"],
 }
 

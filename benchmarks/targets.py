@@ -20,8 +20,9 @@ redis``), fills a tenant with ``--rows`` rows per structure, and measures:
 * **memory per item** beyond its payload: ``used_memory`` grown by ``--items``
   buffered events, armed timers and registered waits, each in a tenant of
   its own;
-* **throughput through the Python store**: calls per second of each single
-  operation on one connection, as a ratio of a trivial ``EVALSHA`` issued the
+* **throughput through the Python store**: calls per second of every single
+  operation (each that acts on one event, wait, timer or run, or answers a
+  count) on one connection, as a ratio of a trivial ``EVALSHA`` issued the
   same way.
 
     python benchmarks/targets.py [--server valkey|redis] [--rows 10000] [--items 100000]
@@ -325,10 +326,137 @@ def memory(client: redis.Redis, items: int) -> dict[str, float]:
     return out
 
 
+#: Where each single operation's items are numbered from, so that no two
+#: operations' items share a run, an event or a correlation key.
+SPAN = 10**7
+
+
+def single_operations(
+    store: RedisStore, count: int
+) -> dict[str, tuple[Callable[[int], Any] | None, Callable[[int], Any]]]:
+    """Every operation of the API that acts on one item (an event, a wait, a timer, a
+    run) or answers a count, each as (what to do first for its i-th call, or None;
+    its i-th call), so that every call does the operation's usual work: a claim
+    finds its event, a delivery its wait, a disarm its timer. The listings and the
+    tenant-wide passes (``parked_waits``, ``dead_letters``, ``waiting``, ``pending``,
+    ``armed``, ``sweep_unclaimed``, ``purge``) cost in proportion to what they list
+    or pass over, and are not single operations. The inputs are built here, before
+    any clock starts: the figures are the calls'."""
+    events, timers, runs = store.events, store.timers, store.runs
+    instants = [at(i) for i in range(count)]
+
+    def items(k: int, prefix: str) -> tuple[list[InboundEvent], list[Subscription]]:
+        base = (k + 1) * SPAN
+        return [event(base + i, prefix) for i in range(count)], [
+            wait(base + i) for i in range(count)
+        ]
+
+    ev: dict[str, list[InboundEvent]] = {}
+    wt: dict[str, list[Subscription]] = {}
+    names = [
+        "buffer",
+        "subscribe",
+        "deliver",
+        "deliver_to",
+        "match_waiter",
+        "claim_for",
+        "wait",
+        "unsubscribe",
+        "unsubscribe_run",
+        "park_wait",
+        "erase_payload",
+        "minter",
+        "close",
+    ]
+    for k, name in enumerate(names):
+        ev[name], wt[name] = items(k, f"tp-{name}")
+    fire = [at(10**12 + i) for i in range(count)]
+    due = [at(-5 * 10**8 + i) for i in range(count)]
+    due_now = at(-5 * 10**8 + count)
+    armed = [Timer("tp", f"t-{i}", fire[i]) for i in range(count)]
+    lone = [Timer(f"tp-run-{i}", "t", fire[i]) for i in range(count)]
+    soon = [Timer(f"tp-due-{i}", "t", due[i]) for i in range(count)]
+    closing = [Timer(w.run, "t", fire[i]) for i, w in enumerate(wt["close"])]
+
+    def subscribed(name: str) -> Callable[[int], Any]:
+        return lambda i: events.subscribe(wt[name][i], at=instants[i])
+
+    def buffered(name: str) -> Callable[[int], Any]:
+        return lambda i: events.buffer(ev[name][i], at=instants[i])
+
+    def both(i: int, name: str) -> None:
+        events.buffer(ev[name][i], at=instants[i])
+        events.subscribe(wt[name][i], at=instants[i])
+
+    def resumed(i: int) -> None:  # claim_for recovers the claim a delivery made
+        events.subscribe(wt["claim_for"][i], at=instants[i])
+        events.deliver(ev["claim_for"][i], at=instants[i])
+
+    to = "deliver_to"
+
+    def closed(i: int) -> None:  # a run with a wait and a timer
+        events.subscribe(wt["close"][i], at=instants[i])
+        timers.arm(closing[i])
+
+    return {
+        "buffer": (None, lambda i: events.buffer(ev["buffer"][i], at=instants[i])),
+        "subscribe": (None, lambda i: events.subscribe(wt["subscribe"][i], at=instants[i])),
+        "deliver (resumes a wait)": (
+            subscribed("deliver"),
+            lambda i: events.deliver(ev["deliver"][i], at=instants[i]),
+        ),
+        "deliver_to": (
+            subscribed("deliver_to"),
+            lambda i: events.deliver_to(wt[to][i].run, ev[to][i], at=instants[i]),
+        ),
+        "match_waiter": (
+            lambda i: both(i, "match_waiter"),
+            lambda i: events.match_waiter(ev["match_waiter"][i], at=instants[i]),
+        ),
+        "claim_for": (resumed, lambda i: events.claim_for(wt["claim_for"][i], at=instants[i])),
+        "wait (finds its event)": (
+            buffered("wait"),
+            lambda i: events.wait(wt["wait"][i], at=instants[i]),
+        ),
+        "unsubscribe": (
+            subscribed("unsubscribe"),
+            lambda i: events.unsubscribe(wt["unsubscribe"][i].run, "await-payment"),
+        ),
+        "unsubscribe_run": (
+            subscribed("unsubscribe_run"),
+            lambda i: events.unsubscribe_run(wt["unsubscribe_run"][i].run),
+        ),
+        "park_wait": (None, lambda i: events.park_wait(wt["park_wait"][i], at=instants[i])),
+        "erase_payload": (
+            buffered("erase_payload"),
+            lambda i: events.erase_payload("stripe", ev["erase_payload"][i].id),
+        ),
+        "minter": (buffered("minter"), lambda i: events.minter("stripe", ev["minter"][i].id)),
+        "stats": (None, lambda i: events.stats()),
+        "arm": (None, lambda i: timers.arm(armed[i])),
+        "claim_due (a page of one)": (
+            lambda i: timers.arm(soon[i]),
+            lambda i: timers.claim_due(now=due_now, limit=1),
+        ),
+        "disarm": (lambda i: timers.arm(armed[i]), lambda i: timers.disarm("tp", f"t-{i}")),
+        "disarm_run (one timer)": (
+            lambda i: timers.arm(lone[i]),
+            lambda i: timers.disarm_run(lone[i].run),
+        ),
+        "pending_count": (None, lambda i: timers.pending_count()),
+        "next_due": (None, lambda i: timers.next_due()),
+        "seal": (None, lambda i: runs.seal(f"tp-sealed-{i}")),
+        "is_sealed": (None, lambda i: runs.is_sealed(f"tp-sealed-{i}")),
+        "close (a wait and a timer)": (closed, lambda i: runs.close(wt["close"][i].run)),
+    }
+
+
 def throughput(client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]:
-    """Each operation's calls per second as a ratio of the trivial script's, measured in
-    alternating blocks (trivial, operation, trivial) so that the machine's drift falls
-    on both alike; the median of the blocks' ratios."""
+    """Each single operation's calls per second (``single_operations``) as a ratio of
+    the trivial script's, measured in alternating blocks (trivial, operation,
+    trivial) so that the machine's drift falls on both alike; the median of the
+    blocks' ratios. What an operation's calls need first is done before its
+    blocks, with no clock running."""
     trivial = client.script_load(TRIVIAL)
     blocks = max(1, min(BLOCKS, n // 50))
     size = max(1, n // blocks)
@@ -342,23 +470,13 @@ def throughput(client: redis.Redis, store: RedisStore, n: int) -> dict[str, floa
     def ceiling(i: int) -> Any:
         return client.evalsha(trivial, 0)
 
-    # The inputs are built before the clock starts: the figures are the calls'.
     count = blocks * size
-    events = [event(i, "tp") for i in range(count)]
-    waits = [wait(10**6 + i) for i in range(count)]
-    timers = [Timer("tp", f"t-{i}", at(10**12 + i)) for i in range(count)]
-    instants = [at(i) for i in range(count)]
-    ops: dict[str, Callable[[int], Any]] = {
-        "buffer": lambda i: store.events.buffer(events[i], at=instants[i]),
-        "subscribe": lambda i: store.events.subscribe(waits[i], at=instants[i]),
-        "minter": lambda i: store.events.minter("stripe", f"tp_{i}"),
-        "arm": lambda i: store.timers.arm(timers[i]),
-        "disarm": lambda i: store.timers.disarm("tp", f"t-{i}"),
-        "stats": lambda i: store.events.stats(),
-    }
     trivial_s: list[float] = []
     out: dict[str, float] = {}
-    for name, op in ops.items():
+    for name, (prepare, op) in single_operations(store, count).items():
+        if prepare is not None:
+            for i in range(count):
+                prepare(i)
         ratios = []
         for block in range(blocks):
             before = seconds(ceiling, 0)

@@ -44,7 +44,11 @@ return guard(function()
   if ARGV[5] ~= "" then
     start = "(" .. instant_key(tonumber(ARGV[5])) .. enc(ARGV[6]) .. enc(ARGV[7])
   end
-  local walked = redis.call("ZRANGEBYLEX", K.timer_ready, start, bound, "LIMIT", "0", budget)
+  -- The walk examines no more entries than the step has room for: a small page
+  -- reads no rows it cannot hand out (a timer passed over, or retired, leaves
+  -- the walk full and the step asks for another).
+  local reach = math.min(budget, room)
+  local walked = redis.call("ZRANGEBYLEX", K.timer_ready, start, bound, "LIMIT", "0", reach)
   local tids, runs = {}, {}
   for i, m in ipairs(walked) do
     tids[i] = string.sub(m, INSTANT_WIDTH + 1)
@@ -88,7 +92,7 @@ return guard(function()
     zrem_all(K.timer_ready, taken)
     zadd_all(K.timer_held, held)
   end
-  if #walked == budget and #taken < room then
+  if #walked == reach and #taken < room then
     out[3], out[4] = "1", decimal(tonumber(last_fire))
     out[5], out[6] = wid_parts(tids[last])
   end

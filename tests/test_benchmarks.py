@@ -57,6 +57,9 @@ def test_targets_prints_every_figure_next_to_its_ceiling():
         "| armed timer |",
         "| registered wait |",
         "| trivial EVALSHA (calls/s) |",
+        "| deliver (resumes a wait) |",  # every single operation, not a sample of them
+        "| claim_due (a page of one) |",
+        "| close (a wait and a timer) |",
     )
 
 
@@ -120,6 +123,18 @@ def test_helpers_times_the_library_s_own_lua():
         "| write an event row (16 fields) |",
         "| split a timer id into run and effect |",
         "| enter deliver's function (18 keys by role, 12 arguments) |",
+    )
+
+
+@pytest.mark.real
+def test_call_time_splits_every_single_operation_s_call():
+    out = run("call_time.py", "--rows", "100", "--calls", "40")
+    assert_rows(
+        out,
+        "| µs per call, one connection | whole call | round trip | of which the server |",
+        "| buffer |",
+        "| claim_for |",
+        "| close (a wait and a timer) |",
     )
 
 
@@ -268,3 +283,62 @@ def test_the_drain_runs_against_the_ceiling_and_the_peers(request):
     assert "| agentplane-redis, disarm_many |" in out
     for peer in ("arq", "saq", "bullmq"):
         assert f"| {peer} |" in out
+
+
+def test_every_single_operation_the_throughput_times_does_its_usual_work(monkeypatch):
+    """Each operation ``targets.throughput`` times finds what its call is prepared
+    for (a delivery its wait, a claim its event, a disarm its timer), so no ratio
+    is of a call that found nothing to do."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import targets
+
+    from agentplane_redis import (
+        BufferedEvent,
+        Closed,
+        EventStats,
+        Matched,
+        Minter,
+        Resumed,
+        Retired,
+        Subscription,
+    )
+    from agentplane_redis.testing import fake_store
+
+    store = fake_store("bench")
+    found = {}
+    for name, (prepare, op) in targets.single_operations(store, 3).items():
+        for i in range(3):
+            if prepare is not None:
+                prepare(i)
+        found[name] = [op(i) for i in range(3)]
+    usual = {
+        "buffer": lambda r: r is True,
+        "subscribe": lambda r: r is None,
+        "deliver (resumes a wait)": lambda r: isinstance(r, Resumed),
+        "deliver_to": lambda r: isinstance(r, Matched),
+        "match_waiter": lambda r: isinstance(r, Subscription),
+        "claim_for": lambda r: isinstance(r, BufferedEvent),
+        "wait (finds its event)": lambda r: isinstance(r, BufferedEvent),
+        "unsubscribe": lambda r: r is None,
+        "unsubscribe_run": lambda r: r == Retired(1, ()),
+        "park_wait": lambda r: r is None,
+        "erase_payload": lambda r: r is True,
+        "minter": lambda r: isinstance(r, Minter),
+        "stats": lambda r: isinstance(r, EventStats),
+        "arm": lambda r: r is True,
+        "claim_due (a page of one)": lambda r: len(r) == 1,
+        "disarm": lambda r: r is True,
+        "disarm_run (one timer)": lambda r: r == 1,
+        "pending_count": lambda r: r > 0,
+        "next_due": lambda r: r is not None,
+        "seal": lambda r: r is True,
+        "is_sealed": lambda r: r is True,
+        "close (a wait and a timer)": lambda r: (
+            isinstance(r, Closed) and r.timers == 1 and r.retired.waits == 1
+        ),
+    }
+    assert set(found) == set(usual)
+    odd = {name: r for name, r in found.items() if not all(map(usual[name], r))}
+    assert not odd, odd
+    claimed = [t.run for r in found["claim_due (a page of one)"] for t in r]
+    assert claimed == ["tp-due-0", "tp-due-1", "tp-due-2"]  # soonest first, one a call
