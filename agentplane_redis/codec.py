@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn
@@ -406,38 +407,78 @@ def check_status(reply: Sequence[Any]) -> str:
     return status
 
 
-def _stored_instant(what: str, field: bytes) -> int:
-    s = field.decode("ascii", "replace")
-    digits = s[1:] if s.startswith("-") else s
-    if not digits.isdigit() or not digits.isascii() or len(s) > 16:
-        fail_corrupt(what, f"instant {s!r} is not a decimal integer")
+#: An instant's decimal as a row stores it (at most 16 characters, checked apart).
+_DECIMAL = re.compile(r"-?[0-9]+")
+
+
+def _shown(field: bytes | str) -> str:
+    """A field as a refusal quotes it: its bytes, each past ASCII shown as U+FFFD."""
+    return (field.encode() if isinstance(field, str) else field).decode("ascii", "replace")
+
+
+def _stored_instant(what: str, field: bytes | str) -> int:
+    s = field if isinstance(field, str) else field.decode("ascii", "replace")
+    if len(s) > 16 or _DECIMAL.fullmatch(s) is None:
+        fail_corrupt(what, f"instant {_shown(field)!r} is not a decimal integer")
     value = int(s)
     if not MIN_INSTANT <= value <= MAX_INSTANT:
         fail_corrupt(what, f"instant {value} out of range")
     return value
 
 
-def stored_instant(what: str, field: bytes) -> datetime:
+def stored_instant(what: str, field: bytes | str) -> datetime:
     return to_datetime(_stored_instant(what, field))
 
 
-def stored_step(what: str, field: bytes) -> int:
-    s = field.decode("ascii", "replace")
+def stored_step(what: str, field: bytes | str) -> int:
+    s = field if isinstance(field, str) else field.decode("ascii", "replace")
     if not s.isdigit() or not s.isascii() or len(s) > 10 or int(s) > MAX_STEP:
-        fail_corrupt(what, f"step {s!r} is not in range")
+        fail_corrupt(what, f"step {_shown(field)!r} is not in range")
     return int(s)
 
 
-def stored_phase(what: str, field: bytes) -> Phase:
-    if field == b"forward":
-        return Phase.FORWARD
-    if field == b"compensating":
-        return Phase.COMPENSATING
-    fail_corrupt(what, f"phase {field!r} is neither forward nor compensating")
+_PHASES = {"forward": Phase.FORWARD, "compensating": Phase.COMPENSATING}
+_PHASE_BYTES = {b"forward": Phase.FORWARD, b"compensating": Phase.COMPENSATING}
+
+
+def stored_phase(what: str, field: bytes | str) -> Phase:
+    phase = _PHASES.get(field) if isinstance(field, str) else _PHASE_BYTES.get(field)
+    if phase is None:
+        shown = field.encode() if isinstance(field, str) else field
+        fail_corrupt(what, f"phase {shown!r} is neither forward nor compensating")
+    return phase
+
+
+#: The text of each usual field length, as a row writes it.
+_HEADS = tuple(str(n) for n in range(1024))
+
+
+def _ascii_fields(data: bytes) -> list[str] | None:
+    """The fields of an ASCII row whose fields hold no comma, read as ``unpack_row``
+    reads it but as text (no field decoded apart); None for any other row."""
+    if not data.isascii():
+        return None
+    pieces = data.decode("ascii").split(",")
+    if pieces.pop():
+        return None
+    fields: list[str] = []
+    for piece in pieces:
+        head, colon, body = piece.partition(":")
+        n = len(body)
+        if not colon or head != (_HEADS[n] if n < 1024 else str(n)):
+            return None
+        fields.append(body)
+    return fields
 
 
 def _fields(what: str, row: object, tag: bytes, count: int | None = None) -> list[str]:
-    fields = unpack_row(raw(row))
+    data = raw(row)
+    fast = _ascii_fields(data)
+    if fast is not None and fast and fast[0] == tag.decode("ascii"):
+        if count is not None and len(fast) != count:
+            fail_corrupt(what, f"{len(fast)} fields, expected {count}")
+        return fast
+    fields = unpack_row(data)
     if fields is None or not fields or fields[0] != tag:
         fail_corrupt(what, "not a row of this library")
     if count is not None and len(fields) != count:
@@ -464,7 +505,7 @@ def event_row(
         fail_corrupt(what, "wrong number of fields")
     if f[1] not in _STATES or not (f[2] and f[3] and f[4]):
         fail_corrupt(what, "bad state or empty identifier")
-    received = stored_instant(what, f[5].encode())
+    received = stored_instant(what, f[5])
     if bool(f[6]) != bool(f[7]):
         fail_corrupt(what, "half an operator")
     if f[12] not in ("0", "1") or f[13] not in ("0", "1"):
@@ -475,11 +516,14 @@ def event_row(
     if f[1] in ("held", "consumed"):
         if not (f[8] and f[9]):
             fail_corrupt(what, f"{f[1]} row without a holder")
-        stored_instant(what, f[10].encode())
-    keys = sorted(
-        {CorrelationKey(f[i], f[i + 1]) for i in range(14, len(f), 2)},
-        key=lambda k: (k.namespace.encode(), k.value.encode()),
-    )
+        _stored_instant(what, f[10])
+    if len(f) == 16:  # the usual one key
+        keys = [CorrelationKey(f[14], f[15])]
+    else:
+        keys = sorted(
+            {CorrelationKey(f[i], f[i + 1]) for i in range(14, len(f), 2)},
+            key=lambda k: (k.namespace.encode(), k.value.encode()),
+        )
     value: JSON = None
     if text(has_payload) == "1":
         try:
@@ -497,8 +541,8 @@ def wait_attrs(what: str, row: object) -> tuple[str, int, Phase, str | None, str
         fail_corrupt(what, "empty kind")
     return (
         f[1],
-        stored_step(what, f[2].encode()),
-        stored_phase(what, f[3].encode()),
+        stored_step(what, f[2]),
+        stored_phase(what, f[3]),
         f[4] or None,
         f[5] or None,
     )
@@ -536,18 +580,18 @@ def timer_claim(run: str, effect: str, row: object) -> tuple[Timer, int | None, 
     """A stored timer, and its claim's claimed_at and lease in ms (None when unclaimed)."""
     what = f"timer ({run!r}, {effect!r})"
     f = _fields(what, row, b"t1", 7)
-    fire_at = stored_instant(what, f[1].encode())
+    fire_at = stored_instant(what, f[1])
     timer = Timer(
         run,
         effect,
         fire_at,
-        stored_step(what, f[2].encode()),
-        stored_phase(what, f[3].encode()),
+        stored_step(what, f[2]),
+        stored_phase(what, f[3]),
         f[4] or None,
     )
     if not (f[5] or f[6]):
         return timer, None, None
-    claimed = _stored_instant(what, f[5].encode())
+    claimed = _stored_instant(what, f[5])
     if not f[6].isdigit() or not f[6].isascii() or int(f[6]) < 1:
         fail_corrupt(what, f"lease {f[6]!r} is not a positive integer")
     return timer, claimed, int(f[6])

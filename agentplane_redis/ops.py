@@ -358,7 +358,7 @@ def lookup(ctx: Context, source: str, id: str) -> Plan[EventRecord | None]:
         received,
         f[1],
         (f[8], f[9]) if held else None,
-        codec.stored_instant("event", f[10].encode()) if held else None,
+        codec.stored_instant("event", f[10]) if held else None,
         codec.dead_reason(f[11]) if f[1] == "dead" else None,
         f[12] == "1",
         f[13] == "1",

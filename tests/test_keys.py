@@ -97,6 +97,20 @@ def test_the_quick_row_read_reads_as_the_lengths_do(row):
     assert unpack_row(row) == _unpack_row_by_lengths(row)
 
 
+@given(odd_rows())
+def test_the_text_read_of_an_ascii_row_reads_as_the_lengths_do(row):
+    """The store reads an ASCII row's fields as text in one pass
+    (``codec._ascii_fields``): the fields of the lengths' read, each decoded, or
+    nothing, and then the lengths' read decides."""
+    from agentplane_redis.codec import _ascii_fields
+
+    fast = _ascii_fields(row)
+    if fast is not None:
+        assert [f.encode() for f in fast] == _unpack_row_by_lengths(row)
+    elif row.isascii():
+        assert "," in "".join(f.decode() for f in _unpack_row_by_lengths(row) or [b","])
+
+
 @pytest.mark.parametrize("bad", [b"3:ab,", b"2:ab", b"x:ab,", b"2:abc", b":,", b"0,", b"1:,"])
 def test_a_broken_row_is_not_read(bad):
     """Short, long or non-numeric lengths are refused."""
