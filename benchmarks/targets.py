@@ -337,7 +337,9 @@ def single_operations(
     """Every operation of the API that acts on one item (an event, a wait, a timer, a
     run) or answers a count, each as (what to do first for its i-th call, or None;
     its i-th call), so that every call does the operation's usual work: a claim
-    finds its event, a delivery its wait, a disarm its timer. The listings and the
+    finds its event, a delivery its wait, a disarm its timer, and an unsubscribe
+    sheds the claim its wait's delivery made, as at the end of an event's life
+    (``life_cycles``). The listings and the
     tenant-wide passes (``parked_waits``, ``dead_letters``, ``waiting``, ``pending``,
     ``armed``, ``sweep_unclaimed``, ``purge``) cost in proportion to what they list
     or pass over, and are not single operations. The inputs are built here, before
@@ -388,9 +390,13 @@ def single_operations(
         events.buffer(ev[name][i], at=instants[i])
         events.subscribe(wt[name][i], at=instants[i])
 
-    def resumed(i: int) -> None:  # claim_for recovers the claim a delivery made
-        events.subscribe(wt["claim_for"][i], at=instants[i])
-        events.deliver(ev["claim_for"][i], at=instants[i])
+    def resumed(i: int, name: str = "claim_for") -> None:  # a claim a delivery made
+        events.subscribe(wt[name][i], at=instants[i])
+        events.deliver(ev[name][i], at=instants[i])
+
+    def journaled(i: int) -> None:  # the wait is over: its event claimed and read
+        resumed(i, "unsubscribe")
+        events.claim_for(wt["unsubscribe"][i], at=instants[i])
 
     to = "deliver_to"
 
@@ -418,11 +424,11 @@ def single_operations(
             buffered("wait"),
             lambda i: events.wait(wt["wait"][i], at=instants[i]),
         ),
-        "unsubscribe": (
-            subscribed("unsubscribe"),
+        "unsubscribe (sheds its claim)": (
+            journaled,
             lambda i: events.unsubscribe(wt["unsubscribe"][i].run, "await-payment"),
         ),
-        "unsubscribe_run": (
+        "unsubscribe_run (one wait)": (
             subscribed("unsubscribe_run"),
             lambda i: events.unsubscribe_run(wt["unsubscribe_run"][i].run),
         ),
