@@ -303,9 +303,13 @@ class Cluster:
             for node in self.nodes[1:]:
                 bus = node.extra[node.extra.index("--cluster-port") + 1]
                 admins[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
-            everyone = len(ids)
+            # Every node knows every other by its own id: a node still in the handshake
+            # is listed under a temporary one, and CLUSTER REPLICATE of an id a node
+            # does not know yet answers "Unknown node".
+            everyone = set(ids)
             self._until(
-                deadline, lambda: all(len(self.topology(n)) == everyone for n in self.nodes)
+                deadline,
+                lambda: all({s.id for s in self.topology(n)} == everyone for n in self.nodes),
             )
             for i in range(self.masters, len(self.nodes)):
                 admins[i].execute_command("CLUSTER", "REPLICATE", ids[i % self.masters])
