@@ -197,6 +197,7 @@ def operations(client: redis.Redis, store: RedisStore, n: int) -> dict[str, Call
     base = 3 * 10**6  # runs, events and timers of their own
     for i in range(n):
         store.events.subscribe(wait(base + i), at=at(i))
+        store.events.buffer(event(base + 2 * n + i), at=at(i))  # each a wait will find
 
     def each(call: Callable[[int], Any]) -> Callable[[], Any]:
         return lambda: [call(i) for i in range(n)]
@@ -219,6 +220,12 @@ def operations(client: redis.Redis, store: RedisStore, n: int) -> dict[str, Call
         "unsubscribe": each(lambda i: store.events.unsubscribe(f"run-{base + i}", "await-payment")),
         "buffer": each(lambda i: store.events.buffer(event(base + n + i), at=at(i))),
         "subscribe": each(lambda i: store.events.subscribe(wait(base + n + i), at=at(i))),
+        "wait (a new wait that finds its event)": each(
+            lambda i: store.events.wait(wait(base + 2 * n + i), at=at(i))
+        ),
+        "park_wait (a new wait)": each(
+            lambda i: store.events.park_wait(wait(base + 3 * n + i), at=at(i))
+        ),
         "arm": each(arm("t")),
         "claim_due, per timer (pages of 128)": claim_all,
         "disarm": each(lambda i: store.timers.disarm(f"c-{i % 50}", f"t-{i}")),

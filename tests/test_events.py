@@ -827,3 +827,25 @@ def test_lookup_shows_one_event_in_every_state(store):
         None,
     )
     assert store.events.lookup_wait("r", "nope") is None
+
+
+def test_a_parked_wait_is_in_no_election_index_however_it_was_registered(store, raw, backend):
+    """A wait that ``wait`` or ``park_wait`` parks is out of the election indexes,
+    whether the call registered it or an earlier ``subscribe`` did (and put it up
+    for election): the raw keys hold every invariant, and a later event buffers."""
+    from audit import Audit
+
+    store.events.buffer(ev("e1", "order/1"), at=at(0))
+    store.events.buffer(ev("e2", "order/2"), at=at(0))
+    store.events.subscribe(sub("r2", "w", "order/2", "order/9"), at=at(1))
+    assert store.events.wait(sub("r1", "w", "order/1"), at=at(2)) is not None  # new
+    assert store.events.wait(sub("r2", "w", "order/2"), at=at(2)) is not None  # earlier
+    store.events.park_wait(sub("r3", "w", "order/3", from_source="src"), at=at(3))  # new
+    store.events.subscribe(sub("r4", "w", "order/4"), at=at(4))
+    store.events.park_wait(sub("r4", "w", "order/4", "order/5"), at=at(5))  # earlier
+    for n in range(1, 6):
+        outcome = store.events.deliver(ev(f"later-{n}", f"order/{n}"), at=at(6))
+        assert isinstance(outcome, Buffered), (n, outcome)
+    assert isinstance(store.events.deliver(ev("later-9", "order/9"), at=at(6)), Buffered)
+    assert store.events.stats().parked == 4
+    Audit(raw, backend.tenant).run()

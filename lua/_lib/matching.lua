@@ -12,8 +12,9 @@ end
 -- kind, from and nv_list come from the caller's subscription; attrs are the
 -- wait's stored attributes, nil when it is not registered, or a function that
 -- reads them (called, before any write, only when the wait is not parked yet);
--- marked: whether the wait is parked, when the caller knows (nil: read here).
-local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked)
+-- marked: whether the wait is parked, when the caller knows (nil: read here);
+-- rows: UNLISTED for a wait with no key rows in the election indexes, else nil.
+local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, rows)
   if marked == nil then
     marked = is_marked(wid)
   end
@@ -36,7 +37,7 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked)
     local in_force = not marked and attributes() or nil
     f[E_CLAIMED] = decimal(at)
     local row = event_write(held, f)
-    park(run, wid, in_force, at)
+    park(run, wid, in_force, at, rows)
     return held, f, row
   end
   if marked then
@@ -57,7 +58,7 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked)
       end
       local in_force = attributes()
       local row = hold(eid, f, run, effect, at, wid)
-      park(run, wid, in_force, at)
+      park(run, wid, in_force, at, rows)
       return eid, f, row
     end
   end
@@ -65,8 +66,8 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked)
 end
 
 -- claim_for's and wait's reply for the subscription of sub_args.
-local function claim_reply(sub, attrs, at, marked)
-  local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at, marked)
+local function claim_reply(sub, attrs, at, marked, rows)
+  local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at, marked, rows)
   if not eid then
     return { "MISS", decimal(at) }
   end

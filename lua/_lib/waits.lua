@@ -88,8 +88,14 @@ local function election_entry(attrs, nv, at, wid)
   return K.electable_by_sender, enc(attrs[W_KIND]) .. enc(attrs[W_FROM]) .. nv .. at .. wid
 end
 
+-- Key rows of a wait that has none in the election indexes: one registered by
+-- this very call with electable = false (register's `stored` false). Never
+-- written to.
+local UNLISTED = {}
+
 -- Puts (add = true) or takes the wait's key rows in or out of the election
--- indexes; rows: its key_rows, when the caller has read them.
+-- indexes; rows: its key_rows, when the caller has read them (UNLISTED: none
+-- is in them).
 local function electable_set(wid, attrs, add, rows)
   for _, row in ipairs(rows or key_rows(wid)) do
     local key, m = election_entry(attrs, row.nv, row.at, wid)
@@ -115,9 +121,10 @@ end
 
 -- Adds the key rows the wait lacks (created_at = at); a new wait takes attrs.
 -- Returns the attributes in force, whether the wait is marked, whether its run
--- is sealed, and the ns values of the rows it added. electable = false leaves
--- new rows out of the election indexes (the caller parks the wait next, or
--- puts them up with elect_new).
+-- is sealed, the ns values of the rows it added, and whether the wait was
+-- registered before. electable = false leaves new rows out of the election
+-- indexes (the caller parks the wait next, or puts them up with elect_new): a
+-- wait not registered before then has none in them (UNLISTED).
 local function register(run, wid, attrs, nv_list, at, electable)
   local stored = wait_read(wid)
   local marked, sealed = is_marked(wid), is_sealed(run)
@@ -145,13 +152,13 @@ local function register(run, wid, attrs, nv_list, at, electable)
       redis.call("ZADD", K.mark_index, "0", "L" .. wid)
     end
   end
-  return in_force, marked, sealed, added
+  return in_force, marked, sealed, added, stored ~= nil
 end
 
 -- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait
 -- (a wait parked already needs none); rows: its key_rows, when the caller has
--- read them; elected: the wait came from an election index, so its run is not
--- sealed.
+-- read them, or UNLISTED; elected: the wait came from an election index, so its
+-- run is not sealed.
 local function park(run, wid, attrs, at, rows, elected)
   if redis.call("HSET", K.marks, wid, decimal(at)) == 0 then
     return -- parked already: only parked_at changes
