@@ -198,6 +198,7 @@ def operations(client: redis.Redis, store: RedisStore, n: int) -> dict[str, Call
     for i in range(n):
         store.events.subscribe(wait(base + i), at=at(i))
         store.events.buffer(event(base + 2 * n + i), at=at(i))  # each a wait will find
+        store.events.subscribe(wait(base + 4 * n + i), at=at(i))  # each will get nothing
 
     def each(call: Callable[[int], Any]) -> Callable[[], Any]:
         return lambda: [call(i) for i in range(n)]
@@ -225,6 +226,9 @@ def operations(client: redis.Redis, store: RedisStore, n: int) -> dict[str, Call
         ),
         "park_wait (a new wait)": each(
             lambda i: store.events.park_wait(wait(base + 3 * n + i), at=at(i))
+        ),
+        "unsubscribe (a wait that got nothing)": each(
+            lambda i: store.events.unsubscribe(f"run-{base + 4 * n + i}", "await-payment")
         ),
         "arm": each(arm("t")),
         "claim_due, per timer (pages of 128)": claim_all,

@@ -171,11 +171,14 @@ local function park(run, wid, attrs, at, rows, elected)
   end
 end
 
--- Clears the wait's mark; whether it had one.
+-- Clears the wait's mark; whether it had one. A wait with no mark has no
+-- mark_index member either.
 local function mark_clear(wid)
-  local had = redis.call("HDEL", K.marks, wid) == 1
+  if redis.call("HDEL", K.marks, wid) == 0 then
+    return false
+  end
   redis.call("ZREM", K.mark_index, "L" .. wid, "B" .. wid, "S" .. wid)
-  return had
+  return true
 end
 
 -- Clears the mark of a registered wait and makes it matchable again at its
