@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn
 
 from .errors import CorruptRow, InvalidInput
-from .keys import split_components, unpack_row
+from .keys import split_components, unpack_ascii_row, unpack_row
 from .model import (
     JSON,
     CorrelationKey,
@@ -449,31 +449,9 @@ def stored_phase(what: str, field: bytes | str) -> Phase:
     return phase
 
 
-#: The text of each usual field length, as a row writes it.
-_HEADS = tuple(str(n) for n in range(1024))
-
-
-def _ascii_fields(data: bytes) -> list[str] | None:
-    """The fields of an ASCII row whose fields hold no comma, read as ``unpack_row``
-    reads it but as text (no field decoded apart); None for any other row."""
-    if not data.isascii():
-        return None
-    pieces = data.decode("ascii").split(",")
-    if pieces.pop():
-        return None
-    fields: list[str] = []
-    for piece in pieces:
-        head, colon, body = piece.partition(":")
-        n = len(body)
-        if not colon or head != (_HEADS[n] if n < 1024 else str(n)):
-            return None
-        fields.append(body)
-    return fields
-
-
 def _fields(what: str, row: object, tag: bytes, count: int | None = None) -> list[str]:
     data = raw(row)
-    fast = _ascii_fields(data)
+    fast = unpack_ascii_row(data)
     if fast is not None and fast and fast[0] == tag.decode("ascii"):
         if count is not None and len(fast) != count:
             fail_corrupt(what, f"{len(fast)} fields, expected {count}")

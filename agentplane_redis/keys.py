@@ -172,6 +172,29 @@ def unpack_row(raw: bytes) -> list[bytes] | None:
     return _unpack_row_by_lengths(raw)
 
 
+#: The text of each usual field length, as pack_row writes it.
+_HEADS = tuple(str(n) for n in range(1024))
+
+
+def unpack_ascii_row(raw: bytes) -> list[str] | None:
+    """The fields of an ASCII row whose fields hold no comma, read as unpack_row's
+    split at commas reads them but as text (no field decoded apart); None for any
+    other row."""
+    if not raw.isascii():
+        return None
+    pieces = raw.decode("ascii").split(",")
+    if pieces.pop():
+        return None
+    fields: list[str] = []
+    for piece in pieces:
+        head, colon, body = piece.partition(":")
+        n = len(body)
+        if not colon or head != (_HEADS[n] if n < 1024 else str(n)):
+            return None
+        fields.append(body)
+    return fields
+
+
 def _unpack_row_by_lengths(raw: bytes) -> list[bytes] | None:
     out: list[bytes] = []
     pos = 0

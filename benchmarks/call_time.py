@@ -6,7 +6,7 @@ for each operation of ``targets.single_operations`` (its items prepared first)
 runs ``--calls`` calls one after another on one connection, timing each call
 whole and its round trip (the packed command sent and its reply read, the
 server's time in it); the server's time is the mean of ``INFO commandstats``
-over the same calls. What is left is the store's Python: checking and encoding
+for ``FCALL`` over the same calls. What is left is the store's Python: checking and encoding
 the arguments, the call token, packing the command, reading the reply into its
 values. A trivial ``EVALSHA`` through redis-py is timed after each operation.
 
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from targets import TRIVIAL, fill, server_version, single_operations
+from targets import TRIVIAL, fill, prepared_operations, server_mean, server_version
 
 from agentplane_redis import RedisStore, wire
 from agentplane_redis.embedded import Server
@@ -51,11 +51,16 @@ class RoundTrips:
         wire._round_trip = self._inner
 
 
-def server_us(client: redis.Redis) -> tuple[float, int]:
-    """The server's µs and calls of ``FCALL`` and ``EVALSHA`` since the last reset."""
-    stats = client.info("commandstats")
-    found = [stats[k] for k in ("cmdstat_fcall", "cmdstat_evalsha") if k in stats]
-    return float(sum(s["usec"] for s in found)), int(sum(s["calls"] for s in found))
+def timed(op: Callable[[int], Any], n: int, spent: list[float]) -> Callable[[], None]:
+    """``n`` calls of ``op`` one after another, their seconds appended to ``spent``."""
+
+    def batch() -> None:
+        t0 = time.perf_counter()
+        for i in range(n):
+            op(i)
+        spent.append(time.perf_counter() - t0)
+
+    return batch
 
 
 def call_times(client: redis.Redis, store: RedisStore, n: int) -> list[tuple[str, ...]]:
@@ -64,23 +69,16 @@ def call_times(client: redis.Redis, store: RedisStore, n: int) -> list[tuple[str
     trivial = client.script_load(TRIVIAL)
     rows = []
     with RoundTrips() as trips:
-        for name, (prepare, op) in single_operations(store, n).items():
-            if prepare is not None:
-                for i in range(n):
-                    prepare(i)
-            client.config_resetstat()
+        for name, op in prepared_operations(store, n):
+            spent: list[float] = []
             trips.seconds = 0.0
-            t0 = time.perf_counter()
-            for i in range(n):
-                op(i)
-            whole = (time.perf_counter() - t0) / n * 1e6
+            server, calls = server_mean(client, "fcall", timed(op, n, spent))
+            whole = spent[0] / n * 1e6
             trip = trips.seconds / n * 1e6
-            usec, calls = server_us(client)
             t0 = time.perf_counter()
             for _ in range(n):
                 client.evalsha(trivial, 0)
             ceiling = (time.perf_counter() - t0) / n * 1e6
-            server = usec / max(1, calls)
             rows.append(
                 (
                     name,

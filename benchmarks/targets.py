@@ -35,7 +35,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -457,6 +457,17 @@ def single_operations(
     }
 
 
+def prepared_operations(
+    store: RedisStore, count: int
+) -> Iterator[tuple[str, Callable[[int], Any]]]:
+    """``single_operations``, each given once what its ``count`` calls need is done."""
+    for name, (prepare, op) in single_operations(store, count).items():
+        if prepare is not None:
+            for i in range(count):
+                prepare(i)
+        yield name, op
+
+
 def throughput(client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]:
     """Each single operation's calls per second (``single_operations``) as a ratio of
     the trivial script's, measured in alternating blocks (trivial, operation,
@@ -479,10 +490,7 @@ def throughput(client: redis.Redis, store: RedisStore, n: int) -> dict[str, floa
     count = blocks * size
     trivial_s: list[float] = []
     out: dict[str, float] = {}
-    for name, (prepare, op) in single_operations(store, count).items():
-        if prepare is not None:
-            for i in range(count):
-                prepare(i)
+    for name, op in prepared_operations(store, count):
         ratios = []
         for block in range(blocks):
             before = seconds(ceiling, 0)

@@ -306,10 +306,7 @@ def test_every_single_operation_the_throughput_times_does_its_usual_work(monkeyp
 
     store = fake_store("bench")
     found = {}
-    for name, (prepare, op) in targets.single_operations(store, 3).items():
-        for i in range(3):
-            if prepare is not None:
-                prepare(i)
+    for name, op in targets.prepared_operations(store, 3):
         found[name] = [op(i) for i in range(3)]
     usual = {
         "buffer": lambda r: r is True,

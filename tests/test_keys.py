@@ -17,6 +17,7 @@ from agentplane_redis.keys import (
     pack_row,
     split_components,
     tuple_member,
+    unpack_ascii_row,
     unpack_row,
 )
 from agentplane_redis.scripts import expand, lua_root
@@ -100,11 +101,9 @@ def test_the_quick_row_read_reads_as_the_lengths_do(row):
 @given(odd_rows())
 def test_the_text_read_of_an_ascii_row_reads_as_the_lengths_do(row):
     """The store reads an ASCII row's fields as text in one pass
-    (``codec._ascii_fields``): the fields of the lengths' read, each decoded, or
+    (``unpack_ascii_row``): the fields of the lengths' read, each decoded, or
     nothing, and then the lengths' read decides."""
-    from agentplane_redis.codec import _ascii_fields
-
-    fast = _ascii_fields(row)
+    fast = unpack_ascii_row(row)
     if fast is not None:
         assert [f.encode() for f in fast] == _unpack_row_by_lengths(row)
     elif row.isascii():
