@@ -12,7 +12,11 @@ item, next to the library's own items built in the same run:
   ``fire_at``, which also answers "is it armed?" through the set's own
   dictionary) and one entry ordered by run (``armed``, ``disarm_run`` and
   ``close`` cost in proportion to the run, section 7.2), whose member carries
-  the identity and the row (step, phase, case);
+  the identity and the row (step, phase, case). With those two, a ``claim_due``
+  step passes over the timers under a lease at the head of the walk (a
+  sweeper's page each, until it disarms them); the layout that keeps them out
+  of the walk, as the library's ``timer:ready`` and ``timer:held`` do, needs a
+  third entry, one of the unheld timers by ``fire_at``, also measured;
 * a **registered wait** (one key): its election entry (kind, key, registration
   instant, identity: the order the search reads), its entry in registration
   order (``waiting``) and one entry by identity, whose member carries the
@@ -305,6 +309,15 @@ def minimal_timer(pipe: Any, i: int) -> None:
     pipe.zadd("floor:{m}:run", {tid + TIMER_ROW: 0})
 
 
+def walked_timer(pipe: Any, i: int) -> None:
+    """A timer with the walk kept apart from ``pending``: the fewest entries plus
+    one ordered by ``fire_at`` that holds only unheld timers (a claimed timer
+    leaves it for an order by lease expiry, as ``timer:ready`` and ``timer:held``
+    do), so that a ``claim_due`` step never passes over timers under a lease."""
+    minimal_timer(pipe, i)
+    pipe.zadd("floor:{m}:ready", {tuple_member([f"run-{i % 500}", f"t-{i}"]): ms(i)})
+
+
 def minimal_wait(pipe: Any, i: int) -> None:
     w = wait(i)
     wid = tuple_member([w.run, w.effect])
@@ -341,6 +354,12 @@ def memory_floor(client: redis.Redis, items: int) -> dict[str, float]:
         "armed timer": filled(client, items, minimal_timer),
         "registered wait": filled(client, items, minimal_wait),
     }
+
+
+def walked_floor(client: redis.Redis, items: int) -> float:
+    """Bytes per timer of ``walked_timer``: the fewest entries of a layout whose
+    ``claim_due`` walk holds no timer under a lease."""
+    return filled(client, items, walked_timer)
 
 
 def entry_sizes(client: redis.Redis, items: int) -> dict[str, float]:
@@ -541,6 +560,11 @@ def main() -> None:
         )
         for name, size in floor.items():
             print(f"| {name} | {MEMORY_TARGETS[name]} | {size:.0f} | {ours_memory[name]:.0f} |")
+        walked = walked_floor(client, args.items)
+        print(
+            f"| armed timer, held timers kept out of the walk | {MEMORY_TARGETS['armed timer']}"
+            f" | {walked:.0f} | {ours_memory['armed timer']:.0f} |"
+        )
         print(f"\n| one entry, {args.items:,} of them | bytes |\n|---|---:|")
         for name, size in entry_sizes(client, args.items).items():
             print(f"| {name} | {size:.0f} |")
