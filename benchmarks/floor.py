@@ -303,8 +303,13 @@ def filled(client: redis.Redis, items: int, add: Callable[[Any, int], None]) -> 
     return (int(client.info("memory")["used_memory"]) - before) / items
 
 
+def timer_id(i: int) -> bytes:
+    """The identity of the memory measures' ``i``-th timer, 500 runs among them."""
+    return tuple_member([f"run-{i % 500}", f"t-{i}"])
+
+
 def minimal_timer(pipe: Any, i: int) -> None:
-    tid = tuple_member([f"run-{i % 500}", f"t-{i}"])
+    tid = timer_id(i)
     pipe.zadd("floor:{m}:due", {tid: ms(i)})
     pipe.zadd("floor:{m}:run", {tid + TIMER_ROW: 0})
 
@@ -315,7 +320,7 @@ def walked_timer(pipe: Any, i: int) -> None:
     leaves it for an order by lease expiry, as ``timer:ready`` and ``timer:held``
     do), so that a ``claim_due`` step never passes over timers under a lease."""
     minimal_timer(pipe, i)
-    pipe.zadd("floor:{m}:ready", {tuple_member([f"run-{i % 500}", f"t-{i}"]): ms(i)})
+    pipe.zadd("floor:{m}:ready", {timer_id(i): ms(i)})
 
 
 def minimal_wait(pipe: Any, i: int) -> None:
@@ -356,12 +361,6 @@ def memory_floor(client: redis.Redis, items: int) -> dict[str, float]:
     }
 
 
-def walked_floor(client: redis.Redis, items: int) -> float:
-    """Bytes per timer of ``walked_timer``: the fewest entries of a layout whose
-    ``claim_due`` walk holds no timer under a lease."""
-    return filled(client, items, walked_timer)
-
-
 def entry_sizes(client: redis.Redis, items: int) -> dict[str, float]:
     """What one entry costs in a large structure, by member size."""
     client.config_set("slowlog-log-slower-than", -1)
@@ -372,14 +371,12 @@ def entry_sizes(client: redis.Redis, items: int) -> dict[str, float]:
         "sorted-set entry, a timer's id (run-…, t-…) as member": filled(
             client,
             items,
-            lambda p, i: p.zadd("floor:{m}:z", {tuple_member([f"run-{i % 500}", f"t-{i}"]): i}),
+            lambda p, i: p.zadd("floor:{m}:z", {timer_id(i): i}),
         ),
         "hash entry, a timer's id to 8 bytes": filled(
             client,
             items,
-            lambda p, i: p.hset(
-                "floor:{m}:h", tuple_member([f"run-{i % 500}", f"t-{i}"]), "12345678"
-            ),
+            lambda p, i: p.hset("floor:{m}:h", timer_id(i), "12345678"),
         ),
     }
 
@@ -560,7 +557,7 @@ def main() -> None:
         )
         for name, size in floor.items():
             print(f"| {name} | {MEMORY_TARGETS[name]} | {size:.0f} | {ours_memory[name]:.0f} |")
-        walked = walked_floor(client, args.items)
+        walked = filled(client, args.items, walked_timer)
         print(
             f"| armed timer, held timers kept out of the walk | {MEMORY_TARGETS['armed timer']}"
             f" | {walked:.0f} | {ours_memory['armed timer']:.0f} |"
