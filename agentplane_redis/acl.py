@@ -1,18 +1,25 @@
 """A per-tenant ACL user: exactly one tenant's keys, exactly the commands the store sends.
 
 Redis checks ACLs inside scripts too, for keys and for commands, so the grant
-names every command the scripts call (``SCRIPT_COMMANDS``; a test reads them
-back out of ``lua/``) besides ``FCALL`` that calls the library's functions, and
-``EVALSHA`` and ``EVAL`` that send scripts where the library is not loaded
-(``EVAL`` with the source when the script cache misses), ``INFO`` for the start-up check,
-``PING`` for health checks, and the confirmation of acknowledged writes for the
-server's version (``WAITAOF`` from Redis 7.2 and on Valkey, ``WAIT`` before;
-Redis 7.0 refuses a rule that names a command it does not have). On a
-cluster, also what redis-py's cluster client sends to find its way
-(``CLUSTER_COMMANDS``), and the user is created on every node, replicas
-included, so that it holds after a failover. The user cannot load a library
-(``FUNCTION LOAD`` would let one tenant replace the code every tenant runs):
-``create_tenant_user`` loads it, on every master of a cluster. See
+names every command the library's functions call (``SCRIPT_COMMANDS``; a test
+reads them back out of ``lua/``) besides ``FCALL`` that calls them, ``FUNCTION
+LIST`` that the start-up check compares the loaded library with (``server.py``),
+``HELLO`` for the start-up check's server version, ``PING`` for health checks,
+and the confirmation of acknowledged writes for the server's version
+(``WAITAOF`` from Redis 7.2 and on Valkey, ``WAIT`` before; Redis 7.0 refuses a
+rule that names a command it does not have). On a cluster, also what redis-py's
+cluster client sends to find its way (``CLUSTER_COMMANDS``), and the user is
+created on every node, replicas included, so that it holds after a failover.
+
+Nothing in the grant runs code of the tenant's choosing: no ``EVAL``,
+``EVALSHA``, ``SCRIPT`` or ``FUNCTION LOAD`` (a loop in any Lua the tenant could
+send would stall the server for every tenant, unkillably once it has written;
+a library it could load would run inside every tenant's calls). The
+administrator loads the library (``create_tenant_user`` does, on every master of
+a cluster; so does ``agentplane-redis library``). Nor does the grant hold
+``INFO``, which shows every tenant's key counts, every client and every
+command's statistics: ``grant_info=True`` adds it for a store with
+``durability="acknowledged"``, which plans its confirmation from it. See
 ``docs/security.md``.
 """
 
@@ -23,9 +30,38 @@ from typing import Any
 
 import redis
 
-from . import scripts
 from .errors import InvalidInput
 from .keys import TenantKeys, validate_tenant
+from .server import (
+    delete_library,
+    has_functions,
+    has_waitaof,
+    install_library,
+    libraries,
+    load_library,
+    masters,
+    verify_library,
+)
+
+__all__ = [
+    "CLUSTER_COMMANDS",
+    "SCRIPT_COMMANDS",
+    "STORE_COMMANDS",
+    "commands",
+    "create_tenant_user",
+    "credentials",
+    "default_username",
+    "delete_library",
+    "every_node",
+    "has_functions",
+    "install_library",
+    "libraries",
+    "load_library",
+    "masters",
+    "rules",
+    "server_info",
+    "verify_library",
+]
 
 #: Every command a script calls (``redis.call``), in lower case.
 SCRIPT_COMMANDS = (
@@ -34,9 +70,10 @@ SCRIPT_COMMANDS = (
     "hget",
     "hlen",
     "hmget",
-    "hrandfield",
     "hset",
+    "rename",
     "time",
+    "unlink",
     "zadd",
     "zcard",
     "zrange",
@@ -44,45 +81,34 @@ SCRIPT_COMMANDS = (
     "zrem",
     "zrevrange",
 )
-#: What the store itself sends, besides the scripts' own commands.
-STORE_COMMANDS = ("evalsha", "eval", "info", "ping")
+#: What the store itself sends, besides the functions' own commands: the calls, the
+#: start-up check (the library's code, the server's version) and health checks.
+STORE_COMMANDS = ("fcall", "function|list", "hello", "ping")
 #: What redis-py's cluster clients send besides: the slot map, the command table
 #: their key routing reads, and ASKING to follow a migrating slot.
 CLUSTER_COMMANDS = ("cluster|slots", "cluster|shards", "cluster|nodes", "command", "asking")
 
 
-def _has_waitaof(info: Mapping[str, Any]) -> bool:
-    if "valkey_version" in info:
-        return True
-    major, minor = (int(x) for x in str(info.get("redis_version", "0.0")).split(".")[:2])
-    return (major, minor) >= (7, 2)
-
-
-def has_functions(info: Mapping[str, Any]) -> bool:
-    """Whether a server runs Redis Functions (Redis 7.0 and on, every Valkey)."""
-    if "valkey_version" in info:
-        return True
-    return int(str(info.get("redis_version", "0")).split(".")[0]) >= 7
-
-
-def commands(info: Mapping[str, Any]) -> list[str]:
+def commands(info: Mapping[str, Any], grant_info: bool = False) -> list[str]:
     """The commands a tenant's user needs on a server, from its ``INFO server`` (and
-    ``cluster``: ``cluster_enabled``)."""
-    confirm = ("wait", "waitaof") if _has_waitaof(info) else ("wait",)
+    ``cluster``: ``cluster_enabled``); with ``grant_info``, ``INFO`` too."""
+    confirm = ("wait", "waitaof") if has_waitaof(info) else ("wait",)
     cluster = CLUSTER_COMMANDS if int(info.get("cluster_enabled", 0) or 0) else ()
-    functions = ("fcall",) if has_functions(info) else ()
-    return sorted((*SCRIPT_COMMANDS, *STORE_COMMANDS, *functions, *confirm, *cluster))
+    extra = ("info",) if grant_info else ()
+    return sorted((*SCRIPT_COMMANDS, *STORE_COMMANDS, *confirm, *cluster, *extra))
 
 
-def rules(tenant: str, password: str, info: Mapping[str, Any]) -> list[str]:
+def rules(
+    tenant: str, password: str, info: Mapping[str, Any], grant_info: bool = False
+) -> list[str]:
     """The ``ACL SETUSER`` rules of a tenant's user: everything reset, then one key
-    pattern, no channels, and exactly ``commands(info)``."""
+    pattern, no channels, and exactly ``commands(info, grant_info)``."""
     return [
         "reset",
         "on",
         *credentials(tenant, password),
         "-@all",
-        *(f"+{c}" for c in commands(info)),
+        *(f"+{c}" for c in commands(info, grant_info)),
     ]
 
 
@@ -154,7 +180,14 @@ def default_username(tenant: str) -> str:
     return name
 
 
-def create_tenant_user(client: Any, tenant: str, password: str, username: str | None = None) -> str:
+def create_tenant_user(
+    client: Any,
+    tenant: str,
+    password: str,
+    username: str | None = None,
+    *,
+    grant_info: bool = False,
+) -> str:
     """Creates (or resets) the ACL user of one tenant on the server of a sync redis-py
     client, which must be allowed ``ACL SETUSER`` (and ``FUNCTION LOAD``: the
     package's library is loaded too, see ``load_library``); returns the username."""
@@ -162,7 +195,7 @@ def create_tenant_user(client: Any, tenant: str, password: str, username: str | 
     if not name or any(c.isspace() or c == "\x00" for c in name):
         raise InvalidInput("ACL usernames cannot be empty or hold white space")
     info = server_info(client)
-    granted = rules(tenant, password, info)
+    granted = rules(tenant, password, info, grant_info)
     if not isinstance(client, redis.RedisCluster):
         client.execute_command("ACL", "SETUSER", name, *granted)
     else:
@@ -172,45 +205,3 @@ def create_tenant_user(client: Any, tenant: str, password: str, username: str | 
     if has_functions(info):
         load_library(client)
     return name
-
-
-def load_library(client: Any) -> str:
-    """Loads the package's Functions library (``scripts.library()``) with ``FUNCTION
-    LOAD`` on the server of a sync redis-py client, on every master of a cluster;
-    a library already loaded stays. Returns the library's name."""
-    library = scripts.library()
-    for node in masters(client):
-        try:
-            node.execute_command("FUNCTION", "LOAD", library.source)
-        except redis.ResponseError as error:
-            if "already exists" not in str(error):
-                raise
-    return library.name
-
-
-def libraries(client: Any) -> list[str]:
-    """The names of the agentplane libraries loaded on the server (on any master)."""
-    found: set[str] = set()
-    for node in masters(client):
-        for entry in node.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "agentplane_*"):
-            name = entry[b"library_name"] if isinstance(entry, dict) else entry[1]
-            found.add(name.decode() if isinstance(name, bytes) else str(name))
-    return sorted(found)
-
-
-def delete_library(client: Any, name: str) -> None:
-    """Deletes one library on the server, on every master of a cluster."""
-    for node in masters(client):
-        try:
-            node.execute_command("FUNCTION", "DELETE", name)
-        except redis.ResponseError as error:
-            if "not found" not in str(error).lower():
-                raise
-
-
-def masters(client: Any) -> list[Any]:
-    """The sync client itself, or on a ``RedisCluster`` its own plain client of each
-    master it knows."""
-    if not isinstance(client, redis.RedisCluster):
-        return [client]
-    return [client.get_redis_connection(node) for node in client.get_primaries()]  # type: ignore[no-untyped-call]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import redis
 
 from .drivers import AsyncDriver, ServerCheck
 from .store import AsyncEvents, AsyncRuns, AsyncTimers, StoreBase, client_for_url
+
+log = logging.getLogger("agentplane_redis")
 
 
 class AsyncRedisStore(StoreBase[AsyncDriver, AsyncEvents, AsyncTimers, AsyncRuns]):
@@ -43,7 +48,13 @@ class AsyncRedisStore(StoreBase[AsyncDriver, AsyncEvents, AsyncTimers, AsyncRuns
         return cls(client_for_url(url, cluster, asyncio=True), **options)
 
     async def close_connection(self) -> None:
-        """Close the client's connections (and the store's own, on a cluster)."""
+        """Acknowledge the replies of the calls this store received (so the server
+        forgets them; best effort), then close the client's connections (and the
+        store's own, on a cluster)."""
+        try:
+            await self._driver.acknowledge()
+        except redis.exceptions.RedisError as error:
+            log.debug("replies not acknowledged on close: %s", error)
         await self._driver.close()
         await self._driver.client.aclose()
 

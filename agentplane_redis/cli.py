@@ -27,16 +27,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from . import acl
+from . import acl, server
 from .errors import (
     AgentplaneRedisError,
     DurabilityNotConfirmed,
     InvalidInput,
+    LibraryError,
     ServerMisconfigured,
 )
 from .keys import PREFIX
 from .model import DeadLetter, Subscription, Timer
 from .scripts import catalogue
+from .scripts import library as this_release
 from .store import RedisStore, client_for_url
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,6 +55,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (redis.exceptions.TimeoutError, EXIT_UNREACHABLE),
     (ServerMisconfigured, EXIT_SERVER),
     (DurabilityNotConfirmed, EXIT_SERVER),
+    (LibraryError, EXIT_SERVER),
     (redis.exceptions.ResponseError, EXIT_SERVER),
     (AgentplaneRedisError, 1),
 )
@@ -139,18 +142,25 @@ def check(obj: Context) -> None:
     help="The user's password (or AGENTPLANE_ACL_PASSWORD); generated if left out.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the ACL SETUSER command; change nothing.")
+@click.option(
+    "--grant-info",
+    is_flag=True,
+    help="Also grant INFO (server-wide state), which durability='acknowledged' needs.",
+)
 @click.pass_obj
 @guarded
-def acl_command(obj: Context, username: str | None, password: str | None, dry_run: bool) -> None:
+def acl_command(
+    obj: Context, username: str | None, password: str | None, dry_run: bool, grant_info: bool
+) -> None:
     """Create (or reset) the ACL user of --tenant: only its keys, only the store's commands."""
     generated = password is None
     password = password or secrets.token_urlsafe(24)
     name = acl.default_username(obj.tenant) if username is None else username
     acl.credentials(obj.tenant, password)  # refused input never reaches the server
     client = obj.client()
-    rules = acl.rules(obj.tenant, password, acl.server_info(client))
+    rules = acl.rules(obj.tenant, password, acl.server_info(client), grant_info)
     if not dry_run:
-        name = acl.create_tenant_user(client, obj.tenant, password, name)
+        name = acl.create_tenant_user(client, obj.tenant, password, name, grant_info=grant_info)
     command = shlex.join(["ACL", "SETUSER", name, *rules])
     data = {"user": name, "tenant": obj.tenant, "rules": rules, "created": not dry_run}
     if generated:
@@ -377,18 +387,34 @@ def scripts(obj: Context) -> None:
 @click.pass_obj
 @guarded
 def library(obj: Context, delete_others: bool) -> None:
-    """Load this release's Functions library and list the releases' libraries."""
+    """Load (or verify) this release's Functions library and list the releases' libraries.
+
+    A library of this release's name whose code is not this release's (replaced by
+    someone allowed FUNCTION LOAD) is replaced, and said so."""
     client = obj.client()
-    name = acl.load_library(client)
+    name = this_release().name
+    states = server.install_library(client)
     found = acl.libraries(client)
     others = [other for other in found if other != name]
     if delete_others:
         for other in others:
             acl.delete_library(client, other)
+    said = {
+        "ok": "verified",
+        "loaded": "loaded",
+        "replaced": "replaced (its code was not this release's)",
+    }
+    here = ", ".join(sorted({said[state] for state in states.values()}))
     rows = [
-        [n, "this release" if n == name else ("deleted" if delete_others else "")] for n in found
+        [n, f"this release: {here}" if n == name else ("deleted" if delete_others else "")]
+        for n in found
     ]
-    data = {"library": name, "others": others, "deleted": others if delete_others else []}
+    data = {
+        "library": name,
+        "nodes": {node: said[state].split(" ")[0] for node, state in states.items()},
+        "others": others,
+        "deleted": others if delete_others else [],
+    }
     show(obj, data, table("libraries", ["library", ""], rows))
 
 

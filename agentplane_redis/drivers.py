@@ -1,21 +1,15 @@
 """Drivers run plans: each script call goes to the client, each reply back to the plan.
 
 **Sending.** A call is ``FCALL`` of the operation's function in the package's
-Functions library (``scripts.library()``), with the client's decoding turned
-off for its reply (``NEVER_DECODE``), so a client made with
-``decode_responses=True`` gets the same replies, and bytes that are not UTF-8
-reach the codec, which reports them as ``CorruptRow``. When the server answers
-that the function is not there (a new server, ``FUNCTION FLUSH``, a restart
-without persistence) the driver loads the library with ``FUNCTION LOAD`` and
-sends the call again: safe, since it never ran; should the function be gone
-again by then (another client flushing), that call is sent as its script, which
-cannot miss. Where the library cannot be
-loaded (a server without Functions, or a user whose ACL refuses ``FUNCTION
-LOAD`` and whose operator has not loaded it) the driver sends scripts from then
-on: ``EVALSHA``, and on ``NOSCRIPT`` once more as ``EVAL`` with the script's
-source, which cannot miss and caches the script again. ``functions=False``
-sends scripts from the start. An error the server raised inside a script keeps
-the class its code gives it (``OutOfMemoryError``, ``ReadOnlyError``, ...).
+Functions library (``scripts.library()``), reached through the ladder that
+``server.py`` plans (verify the library, load it where missing, fall back to
+scripts where the user may, raise ``LibraryMissing`` or ``LibraryMismatch``
+where it cannot), with the client's decoding turned off for its reply
+(``NEVER_DECODE``), so a client made with ``decode_responses=True`` gets the
+same replies, and bytes that are not UTF-8 reach the codec, which reports them
+as ``CorruptRow``. ``functions=False`` sends scripts from the start. An error
+the server raised inside a script keeps the class its code gives it
+(``OutOfMemoryError``, ``ReadOnlyError``, ``ServerBusy``, ...).
 
 **The wire.** On a plain, pooled ``redis.Redis`` (or ``redis.asyncio.Redis``) the
 driver packs its calls itself and sends them on the client's own pool with the
@@ -37,7 +31,8 @@ pipeline with ``WAITAOF`` (or ``WAIT`` on Redis 7.0), so the confirmation covers
 the connection that ran the script. A pipeline whose call found no function
 (or no script) is sent again after loading it; nothing in it ran.
 
-**The server check.** Before its first call the store reads ``INFO`` once: it
+**The server check.** Before its first call the store reads ``INFO`` once (``HELLO``
+where its user may not read INFO) and verifies the library (``server.py``): it
 refuses an ``allkeys-*`` eviction policy (eviction would silently drop rows)
 and plans the confirmation of acknowledged writes.
 
@@ -66,7 +61,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -81,9 +76,6 @@ from redis.exceptions import (
     ClusterError,
     ConnectionError,
     MovedError,
-    NoPermissionError,
-    NoScriptError,
-    ReadOnlyError,
     RedisClusterException,
     RedisError,
     ResponseError,
@@ -92,10 +84,19 @@ from redis.exceptions import (
 )
 
 from . import codec
-from .acl import masters
-from .errors import DurabilityNotConfirmed, InvalidInput, OutcomeUnknown, ServerMisconfigured
+from .errors import InvalidInput, OutcomeUnknown, ServerBusy
 from .ops import Call, Context, Plan
 from .scripts import LuaLibrary, LuaScript, catalogue, library
+from .server import (
+    Climb,
+    Confirmation,
+    Ladder,
+    Send,
+    ServerCheck,
+    inspect_server,
+    plan_confirmation,
+    read_info,
+)
 from .wire import async_wire_for, wire_for
 
 try:
@@ -106,15 +107,16 @@ except ImportError:  # pragma: no cover - older redis-py layouts
 T = TypeVar("T")
 log = logging.getLogger("agentplane_redis")
 
-#: How long the server may take to confirm an acknowledged write, in ms.
-CONFIRM_TIMEOUT_MS = 2000
 #: Errors after which a write that was sent may or may not have run.
 LOST_REPLY = (ConnectionError, TimeoutError)
 #: Received tokens named on one writing call, at most.
 MAX_ACKS = 16
 #: Received tokens a store gathers before a writing call names them (one HDEL for
-#: them all): the server keeps at most this many remembered replies per store.
+#: them all): the server keeps at most this many remembered replies per store,
+#: until the store closes and acknowledges them all.
 ACK_BATCH = 8
+#: Tokens one acknowledging call (a closing store's) names, at most.
+ACK_CHUNK = 256
 #: Unfinished plans kept for a call again, per store; the oldest is dropped.
 MAX_SUSPENDED = 64
 #: How long a call on a cluster keeps trying while its slot moves or fails over, in s.
@@ -133,34 +135,7 @@ CLUSTER_MOVING = (
 CLUSTER_REROUTE = (ClusterError, RedisClusterException, ConnectionError, TimeoutError)
 #: Replies of script calls are never decoded by the client (see the module's doc).
 _RAW = {NEVER_DECODE: True}
-INFO_SECTIONS = ("server", "persistence", "replication", "memory")
-
-
-def _script(script: LuaScript, by_source: bool) -> tuple[str, str]:
-    """How a call names its script: ``EVALSHA sha``, or ``EVAL source``, which cannot
-    miss the script cache (and fills it again)."""
-    return ("EVAL", script.source) if by_source else ("EVALSHA", script.sha)
-
-
-def _missing(error: object) -> bool:
-    """Whether a call's error says its function (or script) is not on the server;
-    then nothing ran."""
-    if isinstance(error, NoScriptError):
-        return True
-    if type(error) is not ResponseError:
-        return False
-    text = str(error)
-    return text.startswith("Function not found") or text.startswith("unknown command 'FCALL'")
-
-
-def _already_loaded(error: ResponseError) -> bool:
-    return "already exists" in str(error)
-
-
-def _cannot_load(error: ResponseError) -> bool:
-    """Whether ``FUNCTION LOAD`` was refused (an ACL) or is unknown (no Functions on
-    the server); any other error is the library's own, and is raised."""
-    return isinstance(error, NoPermissionError) or str(error).lower().startswith("unknown command")
+__all__ = ["ServerCheck", "plan_confirmation"]  # re-exported: their home is server.py
 
 
 def durability_mode(value: object) -> str:
@@ -199,8 +174,11 @@ def server_error(error: Exception) -> Exception:
 
     Redis reports a command's error inside a script as ``ERR <CODE> ...``, so
     redis-py sees a plain ``ResponseError``; its own table maps the code again.
+    ``BUSY`` (a long script runs; nothing else does) is not in that table.
     """
     if type(error) is ResponseError:
+        if str(error).startswith("BUSY "):
+            return ServerBusy(str(error))
         mapped: Exception = BaseParser.parse_error(str(error))  # type: ignore[no-untyped-call]
         if type(mapped) is not ResponseError:
             return mapped
@@ -214,125 +192,12 @@ def _raise_server_error(error: Exception) -> None:
     raise mapped from error
 
 
-@dataclass(frozen=True, slots=True)
-class Confirmation:
-    """How acknowledged writes are confirmed on this server."""
-
-    command: tuple[str | int, ...]
-    local: int
-    replicas: int
-
-    def check(self, reply: Any) -> None:
-        if isinstance(reply, Exception):
-            raise DurabilityNotConfirmed(f"the server refused the confirmation: {reply}") from reply
-        if isinstance(reply, (list, tuple)):
-            ok = int(reply[0]) >= self.local and int(reply[1]) >= self.replicas
-        else:
-            ok = int(reply) >= self.replicas
-        if not ok:
-            aof = " (a replica counts once it fsyncs its own AOF)" if self.local else ""
-            raise DurabilityNotConfirmed(
-                f"write not confirmed: {reply!r} (wanted {self.local} local fsync,"
-                f" {self.replicas} replicas{aof})"
-            )
-
-    def settle(self, reply: Any, ack: Any) -> Any:
-        """The script's reply from a pipeline ``[EVALSHA, confirmation]``, confirmed."""
-        if isinstance(reply, Exception):
-            _raise_server_error(reply)
-        self.check(ack)
-        return reply
-
-
-def _version(info: dict[str, Any]) -> tuple[int, int]:
-    if "valkey_version" in info:
-        # Valkey reports redis_version 7.2.4 for compatibility and has WAITAOF.
-        return (7, 2)
-    major, minor, *_ = [*str(info.get("redis_version", "0.0")).split("."), "0"]
-    return int(major), int(minor)
-
-
-def online_replicas(info: dict[str, Any]) -> int:
-    """Replicas past their initial sync: only they can acknowledge a write."""
-    return sum(
-        1
-        for name, value in info.items()
-        if name.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
-    )
-
-
-def plan_confirmation(info: dict[str, Any]) -> Confirmation:
-    """The confirmation for a server, from ``INFO`` (server, persistence, replication).
-
-    With AOF on (and ``WAITAOF``, Redis 7.2+ and Valkey): ``WAITAOF 1 <online
-    replicas>``, which counts a replica once it has fsynced its own AOF, so
-    replicas need ``appendonly yes`` too. Without AOF: ``WAIT <online replicas>``.
-    """
-    replicas = online_replicas(info)
-    syncing = int(info.get("connected_slaves", 0)) - replicas
-    waiting = f" ({syncing} replica(s) still in their initial sync)" if syncing > 0 else ""
-    aof = bool(int(info.get("aof_enabled", 0)))
-    if _version(info) >= (7, 2) and aof:
-        return Confirmation(("WAITAOF", 1, replicas, CONFIRM_TIMEOUT_MS), 1, replicas)
-    if replicas:
-        return Confirmation(("WAIT", replicas, CONFIRM_TIMEOUT_MS), 0, replicas)
-    if _version(info) >= (7, 2):
-        raise DurabilityNotConfirmed(
-            "durability='acknowledged' needs appendonly yes or an online replica; this"
-            f" server has neither{waiting}"
-        )
-    raise DurabilityNotConfirmed(
-        "durability='acknowledged' on Redis before 7.2 confirms with WAIT, which needs an"
-        f" online replica; this server has none{waiting}"
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class ServerCheck:
-    """What a store found on its server (``store.check()``)."""
-
-    #: "redis 7.0.15", "valkey 8.1.8", or "unknown" where INFO is refused or missing.
-    server: str
-    #: maxmemory-policy; None when the server does not say.
-    eviction_policy: str | None
-    appendonly: bool | None
-    online_replicas: int | None
-    #: How acknowledged writes are confirmed; None with durability="fast".
-    confirmation: Confirmation | None
-    #: On a cluster: ``host:port`` of the master serving the tenant (whose INFO this is).
-    node: str | None = None
-
-
-def inspect_server(info: dict[str, Any] | None, durability: str) -> ServerCheck:
-    """Refuses a server that would lose data or could not confirm; what was found."""
-    if info is None:
-        if durability == "acknowledged":
-            raise DurabilityNotConfirmed(
-                "durability='acknowledged' needs INFO to plan its confirmation, and the server"
-                " refused it (grant +info, see docs/security.md)"
-            )
-        return ServerCheck("unknown", None, None, None, None)
-    policy = info.get("maxmemory_policy")
-    if isinstance(policy, str) and policy.startswith("allkeys-"):
-        raise ServerMisconfigured(
-            f"maxmemory-policy is {policy}: eviction would silently delete the store's rows"
-            " and indexes. Use noeviction (or a volatile-* policy: the store sets no TTLs)."
-        )
-    if "valkey_version" in info:
-        name = f"valkey {info['valkey_version']}"
-    else:
-        name = f"redis {info.get('redis_version', '?')}"
-    confirmation = plan_confirmation(info) if durability == "acknowledged" else None
-    aof = "aof_enabled" in info and bool(int(info["aof_enabled"]))
-    return ServerCheck(
-        name, policy if isinstance(policy, str) else None, aof, online_replicas(info), confirmation
-    )
-
-
-def _info_refused(error: ResponseError) -> None:
-    """INFO refused: by an ACL without +info (warned), or unknown (fakeredis has no INFO)."""
-    if isinstance(error, NoPermissionError):
-        log.warning("the server refused INFO (%s): its eviction policy is not checked", error)
+def settle(confirmation: Confirmation, reply: Any, ack: Any) -> Any:
+    """The script's reply from a pipeline ``[call, confirmation]``, confirmed."""
+    if isinstance(reply, Exception):
+        _raise_server_error(reply)
+    confirmation.check(ack)
+    return reply
 
 
 @dataclass(slots=True)
@@ -374,17 +239,18 @@ class _Driver:
         #: Errors after which a write's outcome is unknown.
         self.lost_reply = LOST_REPLY + CLUSTER_MOVING if self.cluster else LOST_REPLY
         self.scripts: dict[str, LuaScript] = dict(catalogue())
-        #: The library the calls use; None once they send scripts instead.
-        self.library: LuaLibrary | None = library() if functions else None
+        #: How calls reach their functions (``server.py``).
+        self.ladder = Ladder(library() if functions else None)
         self._acks: deque[str] = deque()
-        #: Scripts sent whole at least once in a pipeline (NOSCRIPT there costs a resend).
-        self._sent: set[str] = set()
-        #: Servers (owners, on a cluster) a pipeline found or loaded the library on.
-        self._placed: set[str] = set()
         self._suspended: list[_Suspended] = []
         self._lock = threading.Lock()
         #: The store's methods bound to this driver, by descriptor (``store.Op``).
         self.bound: dict[object, Callable[..., Any]] = {}
+
+    @property
+    def library(self) -> LuaLibrary | None:
+        """The library the calls use; None while they send scripts instead."""
+        return self.ladder.library
 
     @property
     def confirmation(self) -> Confirmation | None:
@@ -397,13 +263,23 @@ class _Driver:
         if pause is None:
             raise error
         self._confirmations.clear()
-        self._placed.clear()
         moved = type(error) is MovedError
         return moved or isinstance(error, CLUSTER_REROUTE), 0.0 if moved else pause
 
     def owner_name(self) -> str:
         """On a cluster: the ``host:port`` of the master serving the tenant's slot."""
         return str(self.client.nodes_manager.get_node_from_slot(self.slot).name)
+
+    def where(self) -> str:
+        """Where calls go, as the ladder names it: "" or the owner's ``host:port``."""
+        return self.owner_name() if self.cluster else ""
+
+    def _options(self) -> dict[Any, Any]:
+        """The options of a call through ``execute_command``: replies undecoded, and
+        on a cluster routed to the slot's owner without asking for its keys."""
+        if not self.cluster:
+            return _RAW
+        return {**_RAW, "target_nodes": self.client.nodes_manager.get_node_from_slot(self.slot)}
 
     def _confirms(self, call: Call) -> bool:
         return self.durability == "acknowledged" and call.writes
@@ -426,61 +302,35 @@ class _Driver:
         tail: tuple[str, ...] = (call.token, ",".join(acks)) if call.writes else ()
         return (len(call.keys), *call.keys, *call.args, *tail)
 
+    def _acknowledgements(self) -> list[tuple[Any, ...]]:
+        """The calls that acknowledge every token received so far (a closing store's):
+        ``acknowledge`` with the token "", which remembers nothing."""
+        acks = []
+        while self._acks:
+            try:
+                acks.append(self._acks.popleft())
+            except IndexError:  # taken by another thread meanwhile
+                break
+        keys = self.ctx.keys.for_roles(self.scripts["acknowledge"].roles)
+        return [
+            (len(keys), *keys, "", ",".join(acks[i : i + ACK_CHUNK]))
+            for i in range(0, len(acks), ACK_CHUNK)
+        ]
+
     def _received(self, call: Call, reply: Any) -> Any:
         if call.writes:
             self._acks.append(call.token)
         return codec.reply_list(reply)
 
-    def _head(self, script: LuaScript, by_source: bool = False) -> tuple[str, str]:
-        """The command and name that call a script: ``FCALL`` of its function while
-        the library is in use, else ``EVALSHA``; ``EVAL`` of its source with
-        ``by_source`` (a call whose function went missing again once loaded)."""
-        if self.library is not None and not by_source:
-            return ("FCALL", self.library.functions[script.name])
-        return _script(script, by_source)
-
-    def _unloadable(self, error: ResponseError) -> None:
-        """The library could not be loaded: calls send scripts from now on."""
-        if self.library is not None:
-            log.warning(
-                "the Functions library %s could not be loaded (%s); sending scripts instead."
-                " An operator can load it: agentplane-redis library",
-                self.library.name,
-                error,
-            )
-        self.library = None
-
-    def _load_refused(self, error: ResponseError) -> bool:
-        """After ``FUNCTION LOAD`` answered an error: whether the library is there (it
-        was already loaded); False on a replica (the call sends its script) or where
-        it cannot be loaded (calls send scripts from now on); any other error is the
-        library's own, and is raised."""
-        if _already_loaded(error):
-            return True
-        if isinstance(error, ReadOnlyError):
-            return False
-        if not _cannot_load(error):
-            raise error
-        self._unloadable(error)
-        return False
-
+    @staticmethod
     def _confirmed_pipeline(
-        self,
-        target: Any,
-        confirmation: Confirmation,
-        script: LuaScript,
-        tail: tuple[Any, ...],
-        by_source: bool,
+        target: Any, confirmation: Confirmation, step: Send, tail: tuple[Any, ...]
     ) -> Any:
-        """A pipeline of the script call and its confirmation, on one connection."""
+        """A pipeline of the call and its confirmation, on one connection."""
         pipe = target.pipeline(transaction=False)
-        pipe.execute_command(*self._head(script, by_source), *tail, **_RAW)
+        pipe.execute_command(*step.head, *tail, **_RAW)
         pipe.execute_command(*confirmation.command)
         return pipe
-
-    def _settle(self, confirmation: Confirmation, script: LuaScript, reply: Any, ack: Any) -> Any:
-        self._sent.add(script.sha)
-        return confirmation.settle(reply, ack)
 
     def _checked(self, info: dict[str, Any] | None) -> ServerCheck:
         server = inspect_server(info, self.durability)
@@ -489,6 +339,16 @@ class _Driver:
             self._confirmations = {owner: server.confirmation}
             server = dataclasses.replace(server, node=owner)
         return server
+
+    def _with_library(self, server: ServerCheck) -> ServerCheck:
+        lib = self.ladder.library
+        verified = lib is not None and self.where() in self.ladder.verified
+        return dataclasses.replace(server, library=lib.name if verified and lib else None)
+
+    def _probe(self) -> Call:
+        """A read that shows, at start-up, whether calls reach their function or
+        script at all (``LibraryMissing`` for a tenant's user without the library)."""
+        return self.ctx.call("pending_count", [])
 
     def _start(
         self, op: Callable[..., Plan[T]], args: Any, kwargs: Any
@@ -545,16 +405,33 @@ class SyncDriver(_Driver):
         node = self.client.nodes_manager.get_node_from_slot(self.slot)
         return node.name, self.client.get_redis_connection(node)
 
+    def _admin_target(self) -> Any:
+        """Where the ladder's own commands go: the client, or the owner's plain client."""
+        return self._owner()[1] if self.cluster else self.client
+
     @staticmethod
-    def _info(target: Any) -> dict[str, Any] | None:
-        try:
-            return target.info(*INFO_SECTIONS)  # type: ignore[no-any-return]
-        except ResponseError as refused:
-            _info_refused(refused)
-            return None
+    def _climb(steps: Climb, target: Any, send: Callable[[Send], Any] | None = None) -> Any:
+        """Runs a ladder: each Send on ``target`` (a call's through ``send``), each
+        reply or ResponseError back to it, until it returns."""
+        step = next(steps)
+        while True:
+            try:
+                reply = send(step) if send and step.call else target.execute_command(*step.head)
+            except ResponseError as error:
+                reply = error
+            try:
+                step = steps.send(reply)
+            except StopIteration as done:
+                return done.value
 
     def check(self) -> ServerCheck:
-        return self._checked(self._info(self._owner()[1] if self.cluster else self.client))
+        target = self._admin_target()
+        server = self._checked(self._climb(read_info(), target))
+        if self.ladder.library is not None:
+            self._climb(self.ladder.verify(self.where()), target)
+            if self.where() not in self.ladder.verified:
+                self._eval(self.scripts["pending_count"], self._command(self._probe(), []))
+        return self._with_library(server)
 
     def _target(self) -> tuple[Any, Confirmation]:
         """Where an acknowledged write goes, and how it is confirmed there."""
@@ -563,74 +440,44 @@ class SyncDriver(_Driver):
             return self.client, self.confirmation
         name, owner = self._owner()
         if name not in self._confirmations:
-            planned = inspect_server(self._info(owner), self.durability)
+            planned = inspect_server(self._climb(read_info(), owner), self.durability)
             self._confirmations[name] = planned.confirmation
         confirmation = self._confirmations[name]
         assert confirmation is not None
         return owner, confirmation
 
-    def load_library(self) -> bool:
-        """Loads the library on every master (a slot may move to any of them); False
-        when it cannot be (and calls send scripts from then on, or this call does, on
-        a replica)."""
-        return all(self._load_on(server) for server in masters(self.client))
-
-    def _load_on(self, target: Any) -> bool:
-        if self.library is None:
-            return False
-        try:
-            target.execute_command("FUNCTION", "LOAD", self.library.source)
-        except ResponseError as error:
-            return self._load_refused(error)
-        return True
-
-    def _run(self, head: tuple[str, str], tail: tuple[Any, ...], options: dict[Any, Any]) -> Any:
+    def _run(self, step: Send, tail: tuple[Any, ...], options: dict[Any, Any]) -> Any:
         if self._wire is not None:
-            return self._wire.call(head, tail)
-        return self.client.execute_command(*head, *tail, **options)
+            return self._wire.call(step.head, tail)
+        return self.client.execute_command(*step.head, *tail, **options)
 
     def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
-        options: dict[Any, Any] = _RAW
-        if self.cluster:  # routed to the slot's owner without asking for its keys
-            node = self.client.nodes_manager.get_node_from_slot(self.slot)
-            options = {**_RAW, "target_nodes": node}
+        options = self._options()
         try:
-            if self.library is not None:
-                try:
-                    return self._run(self._head(script), tail, options)
-                except ResponseError as error:
-                    if not _missing(error):
-                        raise
-                if self.load_library():
-                    try:
-                        return self._run(self._head(script), tail, options)
-                    except ResponseError as error:  # gone again: this call sends its script
-                        if not _missing(error):
-                            raise
-            try:
-                return self._run(("EVALSHA", script.sha), tail, options)
-            except NoScriptError:  # not cached (restart, failover, flush): it never ran
-                return self.client.execute_command("EVAL", script.source, *tail, **options)
+            return self._climb(
+                self.ladder.call(self.where(), script),
+                self._admin_target(),
+                lambda step: self._run(step, tail, options),
+            )
         except ResponseError as error:
             _raise_server_error(error)
 
     def _eval_confirmed(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         target, confirmation = self._target()
-        where = self.owner_name() if self.cluster else ""
-        if self.library is not None and where not in self._placed:
-            # before its first pipeline there: a miss inside one would confirm twice
-            self._load_on(target)
-            self._placed.add(where)
-        by_source = self.library is None and script.sha not in self._sent
-        for attempt in range(3):
-            pipe = self._confirmed_pipeline(target, confirmation, script, tail, by_source)
-            reply, ack = pipe.execute(raise_on_error=False)
-            if by_source or not _missing(reply):
-                break
-            # not on the server (flushed, restarted, never loaded): nothing ran. Gone
-            # again once loaded, the last try sends the script's source: it cannot miss.
-            by_source = attempt > 0 or not self._load_on(target)
-        return self._settle(confirmation, script, reply, ack)
+        acks: list[Any] = []
+
+        def confirmed(step: Send) -> Any:
+            reply, ack = self._confirmed_pipeline(target, confirmation, step, tail).execute(
+                raise_on_error=False
+            )
+            acks.append(ack)
+            return reply
+
+        try:
+            reply = self._climb(self.ladder.call(self.where(), script), target, confirmed)
+        except ResponseError as error:
+            reply = error
+        return settle(confirmation, reply, acks[-1] if acks else None)
 
     def _send(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:
         if confirms:
@@ -652,6 +499,12 @@ class SyncDriver(_Driver):
                         log.debug("cluster topology not read: %s", unreachable)
                 time.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def acknowledge(self) -> None:
+        """Forgets, on the server, the replies of every call this store received."""
+        send = self._send_on_cluster if self.cluster else self._send
+        for tail in self._acknowledgements():
+            send(self.scripts["acknowledge"], tail, False)
 
     def execute(self, call: Call) -> Any:
         acks = self._take_acks(call)
@@ -732,20 +585,39 @@ class AsyncDriver(_Driver):
         for plain in owners.values():
             await plain.aclose()
 
+    def _admin_target(self) -> Any:
+        """Where the ladder's own commands go: the client, or the owner's plain client."""
+        return self._owner()[1] if self.cluster else self.client
+
     @staticmethod
-    async def _info(target: Any) -> dict[str, Any] | None:
-        try:
-            return await target.info(*INFO_SECTIONS)  # type: ignore[no-any-return]
-        except ResponseError as refused:
-            _info_refused(refused)
-            return None
+    async def _climb(
+        steps: Climb, target: Any, send: Callable[[Send], Awaitable[Any]] | None = None
+    ) -> Any:
+        """Runs a ladder (see SyncDriver._climb), awaiting each Send."""
+        step = next(steps)
+        while True:
+            try:
+                if send and step.call:
+                    reply = await send(step)
+                else:
+                    reply = await target.execute_command(*step.head)
+            except ResponseError as error:
+                reply = error
+            try:
+                step = steps.send(reply)
+            except StopIteration as done:
+                return done.value
 
     async def check(self) -> ServerCheck:
         if self.cluster:
             await self.client.initialize()
-        self.server = self._checked(
-            await self._info(self._owner()[1] if self.cluster else self.client)
-        )
+        target = self._admin_target()
+        self.server = self._checked(await self._climb(read_info(), target))
+        if self.ladder.library is not None:
+            await self._climb(self.ladder.verify(self.where()), target)
+            if self.where() not in self.ladder.verified:
+                await self._eval(self.scripts["pending_count"], self._command(self._probe(), []))
+        self.server = self._with_library(self.server)
         return self.server
 
     async def _target(self) -> tuple[Any, Confirmation]:
@@ -755,83 +627,43 @@ class AsyncDriver(_Driver):
             return self.client, self.confirmation
         name, owner = self._owner()
         if name not in self._confirmations:
-            planned = inspect_server(await self._info(owner), self.durability)
+            planned = inspect_server(await self._climb(read_info(), owner), self.durability)
             self._confirmations[name] = planned.confirmation
         confirmation = self._confirmations[name]
         assert confirmation is not None
         return owner, confirmation
 
-    def _servers(self) -> list[Any]:
-        """A client of each server the library must be on: every master of a cluster
-        (a slot may move to any of them)."""
-        if not self.cluster:
-            return [self.client]
-        return [self._plain(n) for n in self.client.get_primaries()]
-
-    async def load_library(self) -> bool:
-        """Loads the library where it must be; False when it cannot be (and calls send
-        scripts from then on, or this call does, on a replica)."""
-        loaded = [await self._load_on(server) for server in self._servers()]
-        return all(loaded)
-
-    async def _load_on(self, target: Any) -> bool:
-        if self.library is None:
-            return False
-        try:
-            await target.execute_command("FUNCTION", "LOAD", self.library.source)
-        except ResponseError as error:
-            return self._load_refused(error)
-        return True
-
-    async def _run(
-        self, head: tuple[str, str], tail: tuple[Any, ...], options: dict[Any, Any]
-    ) -> Any:
+    async def _run(self, step: Send, tail: tuple[Any, ...], options: dict[Any, Any]) -> Any:
         if self._wire is not None:
-            return await self._wire.call(head, tail)
-        return await self.client.execute_command(*head, *tail, **options)
+            return await self._wire.call(step.head, tail)
+        return await self.client.execute_command(*step.head, *tail, **options)
 
     async def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
-        options: dict[Any, Any] = _RAW
-        if self.cluster:  # routed to the slot's owner without asking for its keys
-            node = self.client.nodes_manager.get_node_from_slot(self.slot)
-            options = {**_RAW, "target_nodes": node}
+        options = self._options()
         try:
-            if self.library is not None:
-                try:
-                    return await self._run(self._head(script), tail, options)
-                except ResponseError as error:
-                    if not _missing(error):
-                        raise
-                if await self.load_library():
-                    try:
-                        return await self._run(self._head(script), tail, options)
-                    except ResponseError as error:  # gone again: this call sends its script
-                        if not _missing(error):
-                            raise
-            try:
-                return await self._run(("EVALSHA", script.sha), tail, options)
-            except NoScriptError:  # not cached (restart, failover, flush): it never ran
-                return await self.client.execute_command("EVAL", script.source, *tail, **options)
+            return await self._climb(
+                self.ladder.call(self.where(), script),
+                self._admin_target(),
+                lambda step: self._run(step, tail, options),
+            )
         except ResponseError as error:
             _raise_server_error(error)
 
     async def _eval_confirmed(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         target, confirmation = await self._target()
-        where = self.owner_name() if self.cluster else ""
-        if self.library is not None and where not in self._placed:
-            # before its first pipeline there: a miss inside one would confirm twice
-            await self._load_on(target)
-            self._placed.add(where)
-        by_source = self.library is None and script.sha not in self._sent
-        for attempt in range(3):
-            pipe = self._confirmed_pipeline(target, confirmation, script, tail, by_source)
+        acks: list[Any] = []
+
+        async def confirmed(step: Send) -> Any:
+            pipe = self._confirmed_pipeline(target, confirmation, step, tail)
             reply, ack = await pipe.execute(raise_on_error=False)
-            if by_source or not _missing(reply):
-                break
-            # not on the server (flushed, restarted, never loaded): nothing ran. Gone
-            # again once loaded, the last try sends the script's source: it cannot miss.
-            by_source = attempt > 0 or not await self._load_on(target)
-        return self._settle(confirmation, script, reply, ack)
+            acks.append(ack)
+            return reply
+
+        try:
+            reply = await self._climb(self.ladder.call(self.where(), script), target, confirmed)
+        except ResponseError as error:
+            reply = error
+        return settle(confirmation, reply, acks[-1] if acks else None)
 
     async def _send(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:
         if confirms:
@@ -855,6 +687,12 @@ class AsyncDriver(_Driver):
                         log.debug("cluster topology not read: %s", unreachable)
                 await asyncio.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def acknowledge(self) -> None:
+        """Forgets, on the server, the replies of every call this store received."""
+        send = self._send_on_cluster if self.cluster else self._send
+        for tail in self._acknowledgements():
+            await send(self.scripts["acknowledge"], tail, False)
 
     async def execute(self, call: Call) -> Any:
         if self.server is None:

@@ -7,6 +7,10 @@
      ├── CorruptRow                       a stored row that cannot be decoded
      ├── DurabilityNotConfirmed           "acknowledged" writes not confirmed
      ├── ServerMisconfigured              the server would lose data (eviction)
+     ├── LibraryError                     the Functions library cannot be used
+     │    ├── LibraryMissing              not loaded, and this user may not load it
+     │    └── LibraryMismatch             loaded, but not this release's code
+     ├── ServerBusy (also ResponseError)  BUSY: the server runs a long script
      └── OutcomeUnknown (also redis ConnectionError)
                                           a write's reply was lost: call again
 
@@ -54,6 +58,28 @@ class DurabilityNotConfirmed(AgentplaneRedisError):
 class ServerMisconfigured(AgentplaneRedisError):
     """The server is configured so that it would silently lose the store's data
     (an ``allkeys-*`` eviction policy); the store refuses to run on it."""
+
+
+class LibraryError(AgentplaneRedisError):
+    """The store's Functions library cannot be used on this server."""
+
+
+class LibraryMissing(LibraryError):
+    """The library is not loaded, and this store's user may neither load it nor send
+    scripts (a tenant's ACL user): an administrator loads it with ``agentplane-redis
+    library`` (or ``agentplane_redis.acl.load_library``)."""
+
+
+class LibraryMismatch(LibraryError):
+    """A library of this release's name is loaded, but its code is not the code this
+    release ships (or this user may not read it to compare): the store refuses to run
+    code it cannot vouch for. An administrator's ``agentplane-redis library`` replaces
+    it; ``docs/security.md`` says who may load Functions."""
+
+
+class ServerBusy(AgentplaneRedisError, redis.exceptions.ResponseError):
+    """``BUSY``: the server is running a script past its busy threshold and answers
+    nothing else until it ends (or is killed); the call did not run. Transient."""
 
 
 class OutcomeUnknown(AgentplaneRedisError, redis.exceptions.ConnectionError):

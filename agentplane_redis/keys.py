@@ -57,7 +57,8 @@ ROLES: dict[str, str] = {
     "timer_held": "timer:held",  # lex   lease expiry . tid  timers under a lease
     "timer_run": "timer:run",  # lex   tid = run effect     one run's timers
     # call tokens of writing scripts
-    "replies": "reply",  # hash  token -> stamp . reply      replies not yet acknowledged
+    "replies": "reply",  # hash  token -> reply      replies not yet acknowledged
+    "replies_old": "reply:old",  # hash  token -> reply  the generation before
 }
 
 MAX_TENANT_BYTES = 64

@@ -154,6 +154,34 @@ def _buffered(reply: Sequence[Any], first: int) -> BufferedEvent:
     return BufferedEvent(event, received)
 
 
+#: How a remembered reply (a call re-sent after a lost reply) marks a payload it
+#: withholds: it keeps no payload's bytes (``lua/_lib/core.lua``), so the payload is
+#: read again, as it is now (erased or gone: null).
+WITHHELD = (b"R", "R")
+
+
+def _payloads_again(ctx: Context, triples: Sequence[Any]) -> Plan[list[Any]]:
+    """``{row, has payload, payload}`` triples, each withheld payload read again."""
+    out = []
+    for triple in triples:
+        if triple[1] not in WITHHELD:
+            out.append(triple)
+            continue
+        event, _, _ = codec.event_row(triple[0])
+        reply = yield ctx.call("lookup_event", [event.source, event.id])
+        found = codec.check_status(reply) == "ROW"
+        out.append([triple[0], reply[2], reply[3]] if found else [triple[0], b"0", b""])
+    return out
+
+
+def _claim(ctx: Context, reply: Sequence[Any]) -> Plan[BufferedEvent | None]:
+    """The event of a claim's reply ``{"HIT", at, row, has payload, payload}``."""
+    if codec.check_status(reply) != "HIT":
+        return None
+    (triple,) = yield from _payloads_again(ctx, [reply[2:5]])
+    return _buffered(triple, 0)
+
+
 # ---------------------------------------------------------------- events
 
 
@@ -176,7 +204,7 @@ def claim_for(
     """Claim the oldest eligible buffered event for the wait, or recover its own claim."""
     args = codec.subscription_args(sub)
     reply = yield ctx.call("claim_for", [ctx.at("at", at), *args])
-    return _buffered(reply, 2) if codec.check_status(reply) == "HIT" else None
+    return (yield from _claim(ctx, reply))
 
 
 def wait(
@@ -185,7 +213,7 @@ def wait(
     """subscribe, then claim_for, in one step with one instant."""
     args = codec.subscription_args(sub)
     reply = yield ctx.call("wait", [ctx.at("at", at), *args])
-    return _buffered(reply, 2) if codec.check_status(reply) == "HIT" else None
+    return (yield from _claim(ctx, reply))
 
 
 def match_waiter(
@@ -230,8 +258,9 @@ def unsubscribe(ctx: Context, run: str, effect: str) -> Plan[None]:
     codec.check_status((yield ctx.call("unsubscribe", args)))
 
 
-def _retired(reply: Sequence[Any]) -> Retired:
-    released = tuple(codec.event_row(r[0], r[1], r[2])[0] for r in reply[2])
+def _retired(ctx: Context, reply: Sequence[Any]) -> Plan[Retired]:
+    triples = yield from _payloads_again(ctx, reply[2])
+    released = tuple(codec.event_row(r[0], r[1], r[2])[0] for r in triples)
     return Retired(codec.integer(reply[1]), released)
 
 
@@ -240,7 +269,7 @@ def unsubscribe_run(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> P
     args = [codec.ident("run", run), *codec.effects(unanswered)]
     reply = yield ctx.call("unsubscribe_run", args)
     codec.check_status(reply)
-    return _retired(reply)
+    return (yield from _retired(ctx, reply))
 
 
 def park_wait(ctx: Context, sub: Subscription, *, at: datetime | None = None) -> Plan[None]:
@@ -408,7 +437,8 @@ def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed
     args = [ctx.at("at", None), codec.ident("run", run), *codec.effects(unanswered)]
     reply = yield ctx.call("close", args)
     codec.check_status(reply)
-    return Closed(_retired(reply), codec.integer(reply[3]), text(reply[4]) == "1")
+    retired = yield from _retired(ctx, reply)
+    return Closed(retired, codec.integer(reply[3]), text(reply[4]) == "1")
 
 
 # ---------------------------------------------------------------- timers

@@ -39,6 +39,10 @@ _INCLUDE = re.compile(r"^--@include\s+(\S+)\s*$")
 _FUNCTION = re.compile(r"^local function ([A-Za-z_][A-Za-z0-9_]*)\(")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEYS_LINE = re.compile(r"^-- KEYS\[(\d+)\] ([a-z_]+):")
+_FLAGS_LINE = re.compile(r"^-- Flags: ([a-z-]+(?:, [a-z-]+)*)")
+#: The Functions flags a header may declare. ``allow-oom``: the operation frees
+#: memory on balance, so it must run when the server is at ``maxmemory``.
+FLAGS = ("allow-oom",)
 
 
 class ScriptError(AgentplaneRedisError):
@@ -54,6 +58,8 @@ class LuaScript:
     source: str
     #: The SHA1 that EVALSHA names the script by.
     sha: str
+    #: The Functions flags its header declares (``-- Flags:``), besides ``no-writes``.
+    flags: tuple[str, ...] = ()
 
     @property
     def writes(self) -> bool:
@@ -166,6 +172,21 @@ ARGV[#ARGV] = nil"""
 _NO_TOKEN = "local TOKEN, ACKS = nil, nil"
 
 
+def header_flags(text: str, name: str) -> tuple[str, ...]:
+    """The Functions flags a script's header declares."""
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        match = _FLAGS_LINE.match(line)
+        if match is not None:
+            flags = tuple(match.group(1).split(", "))
+            unknown = set(flags) - set(FLAGS)
+            if unknown:
+                raise ScriptError(f"{name}: unknown flags {sorted(unknown)}")
+            return flags
+    return ()
+
+
 def bind_keys(text: str, roles: tuple[str, ...]) -> str:
     """The script with its header's keys bound to ``K`` right after the header,
     and the call token bound for a writing script."""
@@ -180,7 +201,7 @@ def load(root: Path, name: str) -> LuaScript:
     roles = header_roles(text, name)
     source = bind_keys(text, roles)
     sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
-    return LuaScript(name=name, roles=roles, source=source, sha=sha)
+    return LuaScript(name, roles, source, sha, header_flags(text, name))
 
 
 @cache
@@ -273,7 +294,9 @@ def build_library(
     for name, script in scripts.items():
         roles = ", ".join(f"{role} = keys[{i}]" for i, role in enumerate(script.roles, 1))
         bind = f"function(keys) return {{ {roles} }} end"
-        flags = "" if script.writes else ', flags = { "no-writes" }'
+        declared = (*(() if script.writes else ("no-writes",)), *script.flags)
+        quoted = ", ".join(f'"{flag}"' for flag in declared)
+        flags = f", flags = {{ {quoted} }}" if declared else ""
         registered.append(
             f"redis.register_function({{ function_name = '{prefix}_{_VERSION}_{name}', callback"
             f" = entry(OPS[{name!r}], {bind}, {str(script.writes).lower()}){flags} }})"

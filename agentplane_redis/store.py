@@ -9,6 +9,7 @@ The two drivers (``drivers.py``) differ only in awaiting the client.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -29,6 +30,7 @@ from .drivers import (
 from .errors import InvalidInput
 from .keys import TenantKeys
 from .ops import Context, Plan, make_context
+from .server import hello_info
 
 #: What ``from_url`` gives the client (a ``?socket_timeout=...`` in the URL still wins):
 #: a reply that never comes is detected, and a call whose connection broke is sent
@@ -39,21 +41,25 @@ RETRIES = 5
 
 
 def is_cluster_url(url: str) -> bool:
-    """Whether the server a URL names runs in cluster mode (``INFO cluster``).
+    """Whether the server a URL names runs in cluster mode (``INFO cluster``, or
+    ``HELLO``'s mode where the user may not read INFO: a tenant's user).
 
-    Asks once, blocking, with short timeouts; a server that refuses ``INFO``
-    (an ACL without ``+info``) is taken for a single server.
+    Asks once, blocking, with short timeouts; a server that answers neither is taken
+    for a single server.
     """
     probe = redis.Redis.from_url(
         url, socket_timeout=CONNECT_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S
     )
     try:
-        info = probe.info("cluster")
+        try:
+            return bool(int(probe.info("cluster").get("cluster_enabled", 0)))
+        except redis.exceptions.NoPermissionError:
+            hello = probe.execute_command("HELLO")  # type: ignore[no-untyped-call]
+            return bool(hello_info(hello)["cluster_enabled"])
     except redis.exceptions.ResponseError:
         return False
     finally:
         probe.close()
-    return bool(int(info.get("cluster_enabled", 0)))
 
 
 def client_for_url(url: str, cluster: bool | None = None, asyncio: bool = False) -> Any:
@@ -81,6 +87,7 @@ def client_options(asyncio: bool = False) -> dict[str, Any]:
     }
 
 
+log = logging.getLogger("agentplane_redis")
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -297,7 +304,12 @@ class RedisStore(StoreBase[SyncDriver, Events, Timers, Runs]):
         return cls(client_for_url(url, cluster), **options)
 
     def close_connection(self) -> None:
-        """Close the client's connections."""
+        """Acknowledge the replies of the calls this store received (so the server
+        forgets them; best effort), then close the client's connections."""
+        try:
+            self._driver.acknowledge()
+        except redis.exceptions.RedisError as error:
+            log.debug("replies not acknowledged on close: %s", error)
         self._driver.client.close()
 
     def __enter__(self) -> RedisStore:

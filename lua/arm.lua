@@ -6,6 +6,7 @@
 -- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
 -- KEYS[6] replies: agentplane:{<tenant>}:reply
+-- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the timer's run
 -- ARGV[2] effect: the timer's effect
 -- ARGV[3] fire_at: instant ms

@@ -7,6 +7,7 @@
 -- KEYS[5] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[6] timer_run: agentplane:{<tenant>}:timer:run
 -- KEYS[7] replies: agentplane:{<tenant>}:reply
+-- KEYS[8] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] now: instant ms, "" reads the server clock
 -- ARGV[2] room: count, the most timers this step claims
 -- ARGV[3] lease: ms, the lease of each claim

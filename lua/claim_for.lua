@@ -16,6 +16,7 @@
 -- KEYS[14] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[15] seals: agentplane:{<tenant>}:seal
 -- KEYS[16] replies: agentplane:{<tenant>}:reply
+-- KEYS[17] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
 -- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at}

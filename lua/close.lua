@@ -23,9 +23,11 @@
 -- KEYS[21] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[22] timer_run: agentplane:{<tenant>}:timer:run
 -- KEYS[23] replies: agentplane:{<tenant>}:reply
+-- KEYS[24] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- ARGV[3..] unanswered: effects whose answer the journal lacks
+-- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK", waits retired, {released event, ...}, timers removed, newly sealed "1"/"0"}
 --   released event = {event row, has payload "1"/"0", payload JSON}
 -- Errors: CORRUPT

@@ -14,6 +14,7 @@
 -- KEYS[12] marks: agentplane:{<tenant>}:mark
 -- KEYS[13] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[14] replies: agentplane:{<tenant>}:reply
+-- KEYS[15] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"DUPLICATE", at}

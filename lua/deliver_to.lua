@@ -12,6 +12,7 @@
 -- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[11] seals: agentplane:{<tenant>}:seal
 -- KEYS[12] replies: agentplane:{<tenant>}:reply
+-- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run the event is addressed to
 -- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs

@@ -6,7 +6,9 @@
 -- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
 -- KEYS[6] replies: agentplane:{<tenant>}:reply
+-- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1..] timers: (run, effect) pairs, each at most once
+-- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK", timers removed}
 -- Errors: CORRUPT
 

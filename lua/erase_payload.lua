@@ -16,8 +16,10 @@
 -- KEYS[14] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[15] seals: agentplane:{<tenant>}:seal
 -- KEYS[16] replies: agentplane:{<tenant>}:reply
+-- KEYS[17] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] source: the event's source
 -- ARGV[2] id: the event's id
+-- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"ERASED"} | {"NONE"}
 -- Errors: CORRUPT
 

@@ -13,6 +13,7 @@
 -- KEYS[11] marks: agentplane:{<tenant>}:mark
 -- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[13] replies: agentplane:{<tenant>}:reply
+-- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] source: the event's source
 -- ARGV[3] id: the event's id

@@ -13,10 +13,12 @@
 -- KEYS[11] marks: agentplane:{<tenant>}:mark
 -- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[13] replies: agentplane:{<tenant>}:reply
+-- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] room: count, the most waits this step lists
 -- ARGV[2] after_run: the run of the last wait listed by the previous step, "" to start
 -- ARGV[3] after_effect: its effect
 -- ARGV[4] batch: count, the most sealed marks this step retires
+-- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"MORE"} (retired a full batch; call again) | {"LIST", last run, last effect, subscription, ...}
 --   subscription = {run, effect, attributes row, {namespace, value, ...}}
 -- Errors: CORRUPT

@@ -5,8 +5,10 @@
 -- KEYS[3] dead: agentplane:{<tenant>}:event:dead
 -- KEYS[4] consumed: agentplane:{<tenant>}:event:consumed
 -- KEYS[5] replies: agentplane:{<tenant>}:reply
+-- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] older_than: instant ms, inclusive cutoff
 -- ARGV[2] batch: count, the most rows this step removes
+-- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK", rows removed}
 -- Errors: CORRUPT
 

@@ -14,6 +14,7 @@
 -- KEYS[12] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[13] timer_run: agentplane:{<tenant>}:timer:run
 -- KEYS[14] replies: agentplane:{<tenant>}:reply
+-- KEYS[15] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- Returns: {"NEW", at} | {"SEEN", at}

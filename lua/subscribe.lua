@@ -9,6 +9,7 @@
 -- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[8] seals: agentplane:{<tenant>}:seal
 -- KEYS[9] replies: agentplane:{<tenant>}:reply
+-- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
 -- Returns: {"OK", at}

@@ -6,9 +6,11 @@
 -- KEYS[4] live_by_sender: agentplane:{<tenant>}:event:live:sender
 -- KEYS[5] dead: agentplane:{<tenant>}:event:dead
 -- KEYS[6] replies: agentplane:{<tenant>}:reply
+-- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] older_than: instant ms, inclusive cutoff
 -- ARGV[2] reason: the dead-letter reason, verbatim
 -- ARGV[3] batch: count, the most rows this step retires
+-- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK", rows retired}
 -- Errors: CORRUPT
 

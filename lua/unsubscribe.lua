@@ -13,8 +13,10 @@
 -- KEYS[11] marks: agentplane:{<tenant>}:mark
 -- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[13] replies: agentplane:{<tenant>}:reply
+-- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the wait's run
 -- ARGV[2] effect: the wait's effect
+-- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK"}
 -- Errors: CORRUPT
 

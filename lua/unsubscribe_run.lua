@@ -17,8 +17,10 @@
 -- KEYS[15] marks: agentplane:{<tenant>}:mark
 -- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[17] replies: agentplane:{<tenant>}:reply
+-- KEYS[18] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the run
 -- ARGV[2..] unanswered: effects whose answer the journal lacks
+-- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK", waits retired, {released event, ...}}
 --   released event = {event row, has payload "1"/"0", payload JSON}
 -- Errors: CORRUPT

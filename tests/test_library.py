@@ -3,15 +3,13 @@ so that two releases run side by side, and the scripts as the fallback."""
 
 from __future__ import annotations
 
-import inspect
-import logging
 import shutil
 from typing import Any
 
 import pytest
 import redis
 
-from agentplane_redis import RedisStore, acl, drivers
+from agentplane_redis import acl, drivers
 from agentplane_redis.scripts import (
     ScriptError,
     build_library,
@@ -20,6 +18,7 @@ from agentplane_redis.scripts import (
     load,
     lua_root,
 )
+from agentplane_redis.server import Ladder
 
 from helpers import at, ev, sub, timer
 from keyguard import guarded_library
@@ -129,34 +128,22 @@ def test_a_library_flushed_again_as_soon_as_loaded_still_serves_the_call(store, 
     """A FUNCTION FLUSH between the driver's load and its call again (another client
     flushing over and over): the call is sent as its script, which cannot miss, and
     the next call loads the library again."""
-    driver = store._driver
-    real = driver.load_library
+    real = Ladder.verify
 
-    def flush() -> None:
+    def verify_then_flushed(self: Ladder, where: str) -> Any:
+        done = yield from real(self, where)
         raw.function_flush()
         raw.script_flush()
+        return done
 
-    def load_then_flushed() -> Any:
-        loading = real()
-        if not inspect.isawaitable(loading):
-            flush()
-            return loading
-
-        async def then_flushed() -> bool:
-            done = await loading
-            flush()
-            return bool(done)
-
-        return then_flushed()
-
-    monkeypatch.setattr(driver, "load_library", load_then_flushed)
+    monkeypatch.setattr(Ladder, "verify", verify_then_flushed)
     raw.function_flush()
     life(store, 0)
-    monkeypatch.setattr(driver, "load_library", real)
+    monkeypatch.setattr(Ladder, "verify", real)
     raw.function_flush()
     life(store, 1)
-    assert driver.library is not None
-    assert loaded(raw) == [driver.library.name]
+    assert store._driver.library is not None
+    assert loaded(raw) == [store._driver.library.name]
 
 
 def test_functions_false_sends_scripts(make, raw):
@@ -203,44 +190,11 @@ def test_a_broken_library_is_raised_not_hidden(make, raw, monkeypatch):
         functions={name: f"agentplane_broken_{name}" for name in catalogue()},
     )
     monkeypatch.setattr(drivers, "library", lambda: broken)
-    store = make()
-    with pytest.raises(redis.ResponseError):
-        store.events.stats()
+    with pytest.raises(redis.ResponseError):  # at start-up (sync) or at the first call
+        make().events.stats()
 
 
 # ------------------------------------------------------------ who may load it
-
-
-@pytest.mark.real
-@pytest.mark.parametrize("kind", ["redis", "valkey"])
-def test_a_user_who_may_not_load_the_library_sends_scripts(start, kind, caplog):
-    """A tenant's user cannot FUNCTION LOAD: where no operator loaded the library its
-    store warns once and sends scripts; create_tenant_user loads it, and then the
-    user's calls are FCALLs."""
-    server = start(kind)
-    admin = redis.Redis(port=server.port)
-    user = acl.create_tenant_user(admin, "acme", "pw")
-    assert loaded(admin) == [library().name]
-    with pytest.raises(redis.exceptions.NoPermissionError):
-        redis.Redis(port=server.port, username=user, password="pw").function_load(
-            library().source, replace=True
-        )
-    client = redis.Redis(port=server.port, username=user, password="pw")
-    store = RedisStore(client, tenant="acme")
-    life(store, 0)
-    assert store._driver.library is not None
-    calls = admin.info("commandstats")
-    assert calls["cmdstat_fcall"]["calls"] >= 5
-
-    admin.function_flush()
-    with caplog.at_level(logging.WARNING, logger="agentplane_redis"):
-        store = RedisStore(client, tenant="acme")
-        life(store, 1)
-        life(store, 2)
-    assert store._driver.library is None
-    warnings = [r for r in caplog.records if "could not be loaded" in r.getMessage()]
-    assert len(warnings) == 1
-    assert "agentplane-redis library" in warnings[0].getMessage()
 
 
 @pytest.mark.real

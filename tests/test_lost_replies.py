@@ -15,7 +15,8 @@ announces the proxy's port, so ``RedisCluster`` reaches its node through it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -309,7 +310,7 @@ def test_a_different_call_after_outcome_unknown_runs_anew(rig):
 
 def test_received_replies_are_forgotten(rig):
     """Writing calls name the tokens whose replies arrived, ACK_BATCH at a time; the
-    server keeps at most ACK_BATCH remembered replies per client."""
+    server keeps at most ACK_BATCH remembered replies per open store."""
     store = rig.store("acme", retries=0, direct=True)
     replies = store.keys.key("replies")
     sizes = []
@@ -321,89 +322,73 @@ def test_received_replies_are_forgotten(rig):
     assert min(sizes[ACK_BATCH:]) <= 2  # every ACK_BATCH calls, the received go at once
 
 
-def _stale(rig: Rig, replies: str, ages_h: Sequence[float], tag: str = "old") -> None:
-    """Replies nobody acknowledged, stamped ``ages_h`` hours ago by the server's clock."""
-    now_ms = int(rig.raw.time()[0]) * 1000
-    for i, age_h in enumerate(ages_h):
-        stamp = f"{now_ms - int(age_h * 3_600_000) + 10**15:016d}"
-        rig.raw.hset(replies, f"{now_ms:013d}{tag}{i:03}", stamp + "*0:")
+def _remembered(rig: Rig, store: Any) -> list[bytes]:
+    """Every remembered reply of the store's tenant, both generations."""
+    keys = [store.keys.key("replies"), store.keys.key("replies_old")]
+    return [entry for key in keys for entry in rig.raw.hvals(key)]
 
 
-def test_replies_nobody_acknowledged_are_forgotten_after_a_day(rig):
-    """Entries older than 24 hours of server time go when a writing call samples them;
-    younger ones stay."""
+def _careless(store: Any) -> Any:
+    """The store, made to forget that it received replies: a client that never
+    acknowledges (a one-shot store that never closes)."""
+    driver = store._target._driver if isinstance(store, Blocking) else store._driver
+    driver._acks = deque(maxlen=0)
+    return store
+
+
+def test_a_closing_store_acknowledges_every_reply_it_received(rig):
+    """A store used for a few calls (a CLI run, a per-request handler) leaves no
+    remembered reply behind once it closes."""
     store = rig.store("acme", retries=0, direct=True)
-    replies = store.keys.key("replies")
-    _stale(rig, replies, (25, 30, 23))
-    # One call in eight samples four entries: a few hundred calls find both.
-    for i in range(600):
-        store.events.buffer(ev(f"e{i}", "k/1"), at=at(0))
-        left = {t.decode()[-6:] for t in rig.raw.hkeys(replies)}
-        if not {"old000", "old001"} & left:
-            break
-    assert "old000" not in left
-    assert "old001" not in left
-    assert "old002" in left
+    for i in range(ACK_BATCH - 1):
+        store.events.buffer(ev(f"e{i}", "k/1"), at=at(i))
+    assert len(_remembered(rig, store)) == ACK_BATCH - 1
+    store.close_connection()
+    assert _remembered(rig, store) == []
 
 
-def test_a_reply_written_without_the_clock_is_stamped_by_the_first_sample(rig):
-    """A call that reads no clock keeps its reply unstamped; the first sample to find
-    it stamps it with the server's instant instead of judging its age, so it is
-    never forgotten sooner than a day after it was written."""
-    store = rig.store("acme", retries=0, direct=True)
-    replies = store.keys.key("replies")
-    before = int(rig.raw.time()[0]) * 1000
-    rig.raw.hset(replies, "1797000000000unstamped", "9999999999999999*0:")
-    _stale(rig, replies, (25,))
-    for i in range(600):
-        store.timers.arm(timer("r", f"t{i}", i))
-        if rig.raw.hget(replies, "1797000000000unstamped")[:1] != b"9":
-            break
-    after = (int(rig.raw.time()[0]) + 1) * 1000
-    entry = rig.raw.hget(replies, "1797000000000unstamped")
-    assert entry.endswith(b"*0:")
-    assert before <= int(entry[:16]) - 10**15 <= after
+#: Remembered replies in one generation (``lua/_lib/core.lua``), and how often its
+#: size is looked at.
+REPLY_GENERATION, REPLY_CHECK_EVERY = 10_000, 64
 
 
-def test_a_call_that_reads_the_server_clock_stamps_its_reply_with_it(rig):
-    """buffer at the server's clock: the reply's stamp is the event's received_at."""
-    store = rig.store("acme", retries=0, direct=True)
-    assert store.events.buffer(ev("e1", "k/1")) is True
-    ((entry,),) = [rig.raw.hvals(store.keys.key("replies"))]
-    received = store.events.lookup("src", "e1").received_at
-    assert int(entry[:16]) - 10**15 == int(received.timestamp() * 1000)
-
-
-def test_replies_of_the_earlier_layout_still_answer(rig):
-    """A reply remembered by a release that also kept ``reply:order`` (same hash format)
-    answers a call re-sent after the upgrade; the old sorted set is left alone."""
-    old = rig.store("acme", retries=0)
+def test_a_reply_is_remembered_across_a_generation_of_careless_clients(rig):
+    """A lost reply still answers after 10,000 unacknowledged writes by others moved it
+    into the old generation; the tenant never keeps more than two generations."""
+    lossy = rig.store("acme", retries=0)
     rig.proxy.lose_next()
     with pytest.raises(OutcomeUnknown):
-        old.events.buffer(E1, at=at(0))
-    replies = old.keys.key("replies")
-    ((token, entry),) = rig.raw.hgetall(replies).items()
-    legacy = f"agentplane:{{{old.tenant}}}:reply:order"
-    rig.raw.zadd(legacy, {entry[:16] + token: 0})  # as the earlier release wrote it
-    assert old.events.buffer(E1, at=at(0)) is True  # the first execution's answer
-    assert rig.raw.zcard(legacy) == 1
+        lossy.events.buffer(E1, at=at(0))
+    careless = _careless(rig.store("acme", retries=0, direct=True))
+    for i in range(REPLY_GENERATION + REPLY_CHECK_EVERY):
+        careless.timers.arm(timer("r", f"t{i}", i))
+    assert rig.raw.hlen(lossy.keys.key("replies")) < REPLY_CHECK_EVERY + 1  # rotated
+    assert lossy.events.buffer(E1, at=at(0)) is True  # the first execution's answer
+    assert len(_remembered(rig, lossy)) <= 2 * REPLY_GENERATION + REPLY_CHECK_EVERY
 
 
-def test_a_backlog_of_stale_replies_is_forgotten_by_sampling(rig):
-    """Sixty stale entries among fresh ones: the writing calls' samples find every one
-    (one call in eight samples four of about seventy entries; one left after 4,000
-    calls has odds below 1e-10)."""
-    store = rig.store("acme", retries=0, direct=True)
-    replies = store.keys.key("replies")
-    _stale(rig, replies, [24.5 + i / 10 for i in range(60)])
-    _stale(rig, replies, [23.5] * 5, tag="young")
-    for i in range(4000):
-        store.timers.arm(timer("r", f"t{i}", i))
-        if i % 100 == 99 and not [t for t in rig.raw.hkeys(replies) if b"old" in t]:
-            break
-    left = [t.decode() for t in rig.raw.hkeys(replies)]
-    assert [t for t in left if "old" in t] == []
-    assert len([t for t in left if "young" in t]) == 5
+def test_no_remembered_reply_keeps_a_payload(rig):
+    """A claim's reply, remembered for a call re-sent after a lost reply, holds no
+    payload bytes: the card number is in no reply, and calling again after
+    erase_payload answers the first execution's claim with the payload as it is now
+    (null). Released events (unsubscribe_run) are remembered without theirs too."""
+    card = "4242424242424242"
+    store = rig.store("acme", retries=0)
+    store.events.buffer(ev("e1", "k/1", payload={"card": card}), at=at(0))
+    store.events.subscribe(W, at=at(0))
+    rig.proxy.lose_next()
+    with pytest.raises(OutcomeUnknown):
+        store.events.claim_for(W, at=at(1))
+    assert not [r for r in _remembered(rig, store) if card.encode() in r]
+    assert store.events.erase_payload("src", "e1") is True
+    claimed = store.events.claim_for(W, at=at(1))
+    assert claimed.event.id == "e1"
+    assert claimed.event.payload is None
+    store.events.buffer(ev("e2", "k/2", payload={"card": card}), at=at(2))
+    assert store.events.wait(sub("r", "w2", "k/2"), at=at(3)).event.payload == {"card": card}
+    released = store.events.unsubscribe_run("r", ["w2"]).released
+    assert [(e.id, e.payload) for e in released] == [("e2", {"card": card})]
+    assert not [r for r in _remembered(rig, store) if card.encode() in r]
 
 
 def test_from_url_builds_a_client_that_detects_and_resends(rig):

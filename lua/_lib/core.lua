@@ -8,10 +8,19 @@
 -- reply answers what its first execution did (that text) instead of running
 -- again. The first execution answers the same text too, one string that a
 -- client reads for less than an array of many, unless the reply is of words
--- (words, below). ACKS names tokens whose replies the client has received
--- (gathered a few at a time): they are forgotten here. Whatever a vanished
--- client never acknowledged is forgotten once older than REPLY_HORIZON_MS of
--- server time, found by sampling.
+-- (words, below) or holds a payload. A remembered reply never holds a
+-- payload's bytes: each payload in it is written as withheld ("R", and no
+-- bytes), and the client reads the payload again where a re-sent call answers
+-- so, so an erasure or a purge leaves no copy behind. ACKS names tokens whose
+-- replies the client has received (gathered a few at a time, and all of them
+-- when a store closes): they are forgotten here. A call with the token ""
+-- (acknowledge) remembers nothing.
+--
+-- Remembered replies are bounded per tenant whatever the clients do: they go
+-- into the generation K.replies; once it holds REPLY_GENERATION entries it
+-- becomes K.replies_old, whose entries are dropped whole (UNLINK frees them in
+-- the background). A reply is remembered until at least REPLY_GENERATION
+-- newer ones were written, and never more than twice that many are kept.
 
 local function corrupt(what, id, detail)
   error({ agentplane_corrupt = what, id = id, detail = detail or "" }, 0)
@@ -26,14 +35,15 @@ local function printable(s)
   end))
 end
 
-local REPLY_HORIZON_MS = 86400000
--- Every REPLY_SAMPLE_EVERY-th writing call samples REPLY_SAMPLE remembered
--- replies for age, at random: one every other call on average, each costing
--- about as much as a Redis command. (Calls are counted per library instance,
--- so through the library one call in eight samples; a call sent as a script
--- counts from zero, so it always samples.)
-local REPLY_SAMPLE, REPLY_SAMPLE_EVERY = 4, 8
+local REPLY_GENERATION = 10000
+-- The size of the generation is looked at every REPLY_CHECK_EVERY-th writing
+-- call (counted per library instance, across tenants; a call sent as a script
+-- counts from zero, so it always looks): a generation overshoots by fewer.
+local REPLY_CHECK_EVERY = 64
 local writes = 0
+-- Where this call's reply holds payloads, each {t, i}: the "has payload" flag at
+-- t[i] and the payload at t[i + 1] (reset by guard; filled by event_reply).
+local WITHHELD = {}
 -- The server's clock in ms, read at most once per script.
 local server_ms
 local function server_now()
@@ -97,74 +107,83 @@ local function words(a, b)
   return { a, b, ok = a .. " " .. b }
 end
 
--- Remembers the reply, stamped with the server's instant when the call has
--- read the clock anyway; otherwise with UNSTAMPED, which the first sample to
--- find the entry replaces with its own instant (so an entry is never
--- forgotten sooner than the horizon after it was written, and a call that
--- needs no clock reads none). Forgets the acknowledged tokens, and those of
--- remembered replies, sampled at random, that are older than the horizon (an
--- entry nobody acknowledges is sampled again and again until it goes).
--- Returns the text it keeps: the stamp, then the reply.
-local UNSTAMPED = "9999999999999999"
+-- Forgets the acknowledged tokens (a comma-separated list).
+local function forget(acks)
+  if acks == "" then
+    return
+  end
+  local acked = {}
+  for ack in string.gmatch(acks, "[^,]+") do
+    acked[#acked + 1] = ack
+  end
+  redis.call("HDEL", K.replies, unpack(acked))
+end
+
+-- The remembered replies, now and then: a full generation becomes the old one.
+local function rotate()
+  writes = writes + 1
+  if writes % REPLY_CHECK_EVERY ~= 1 then
+    return
+  end
+  if redis.call("HLEN", K.replies) >= REPLY_GENERATION then
+    redis.call("UNLINK", K.replies_old)
+    redis.call("RENAME", K.replies, K.replies_old)
+  end
+end
+
+-- Remembers the reply as text, each payload in it withheld; returns the text.
 local function remember(res)
-  local stamp, text = server_ms and instant_key(server_ms) or UNSTAMPED, nil
+  local held, text = WITHHELD, nil
+  for n = 1, #held do
+    local h = held[n]
+    local t, i = h[1], h[2]
+    h[3], t[i], t[i + 1] = t[i + 1], "R", ""
+  end
   local only = #res == 1 and res[1]
   if type(only) == "string" then -- the usual {"NEW"}, {"OK"}, ...: one concatenation
-    text = stamp .. "*1:" .. dollar(#only) .. only
+    text = "*1:" .. dollar(#only) .. only
   else
-    local out = { stamp }
-    text = table.concat(out, "", 1, serialize(res, out, 1))
+    local out = {}
+    text = table.concat(out, "", 1, serialize(res, out, 0))
+  end
+  for n = 1, #held do
+    local h = held[n]
+    h[1][h[2]], h[1][h[2] + 1] = "1", h[3]
   end
   redis.call("HSET", K.replies, TOKEN, text)
-  if ACKS ~= "" then
-    local acked = {}
-    for ack in string.gmatch(ACKS, "[^,]+") do
-      acked[#acked + 1] = ack
-    end
-    redis.call("HDEL", K.replies, unpack(acked))
-  end
-  writes = writes + 1
-  if writes % REPLY_SAMPLE_EVERY ~= 1 then
-    return text
-  end
-  local now = server_now()
-  local sample = redis.call("HRANDFIELD", K.replies, REPLY_SAMPLE, "WITHVALUES")
-  local cutoff, old, stamped = now - REPLY_HORIZON_MS, {}, {}
-  for i = 1, #sample - 1, 2 do
-    local entry = sample[i + 1]
-    local head = string.sub(entry, 1, INSTANT_WIDTH)
-    if head == UNSTAMPED then
-      stamped[#stamped + 1] = sample[i]
-      stamped[#stamped + 1] = instant_key(now) .. string.sub(entry, INSTANT_WIDTH + 1)
-    elseif tonumber(head) - 1e15 < cutoff then
-      old[#old + 1] = sample[i]
-    end
-  end
-  if #stamped > 0 then
-    redis.call("HSET", K.replies, unpack(stamped))
-  end
-  if #old > 0 then
-    redis.call("HDEL", K.replies, unpack(old))
-  end
+  rotate()
   return text
 end
 
+-- The remembered reply of a call token, in either generation; nil when none.
+local function remembered(token)
+  local entry = redis.call("HGET", K.replies, token)
+  if not entry then
+    entry = redis.call("HGET", K.replies_old, token)
+  end
+  return entry
+end
+
 local function guard(body)
-  if TOKEN then
-    local entry = redis.call("HGET", K.replies, TOKEN)
+  WITHHELD = {}
+  if TOKEN and TOKEN ~= "" then
+    local entry = remembered(TOKEN)
     if entry then
       -- Written again, so that WAIT / WAITAOF on this connection also covers
       -- the first execution's writes.
       redis.call("HSET", K.replies, TOKEN, entry)
-      return string.sub(entry, INSTANT_WIDTH + 1)
+      return entry
     end
   end
   local ok, res = pcall(body)
   if ok then
     if TOKEN then
-      local text = remember(res)
-      if not res.ok then
-        return string.sub(text, INSTANT_WIDTH + 1)
+      forget(ACKS)
+      if TOKEN ~= "" then
+        local text = remember(res)
+        if not res.ok and #WITHHELD == 0 then
+          return text
+        end
       end
     end
     return res

@@ -116,11 +116,14 @@ local function event_write(eid, f)
 end
 
 -- {row, has payload, payload}; row is f packed, when the caller has it already.
+-- A reply holding a payload is remembered with it withheld (core.lua, remember).
 local function event_reply(eid, f, row)
   row = row or event_pack(f)
   local payload = redis.call("HGET", K.payloads, eid)
   if payload then
-    return { row, "1", payload }
+    local triple = { row, "1", payload }
+    WITHHELD[#WITHHELD + 1] = { triple, 2 }
+    return triple
   end
   return { row, "0", "" }
 end

@@ -72,7 +72,11 @@ local function claim_reply(sub, attrs, at, marked, rows)
     return { "MISS", decimal(at) }
   end
   local reply = event_reply(eid, f, row)
-  return { "HIT", decimal(at), reply[1], reply[2], reply[3] }
+  local out = { "HIT", decimal(at), reply[1], reply[2], reply[3] }
+  if reply[2] == "1" then -- the payload, withheld from the remembered reply, is here
+    WITHHELD[#WITHHELD] = { out, 4 }
+  end
+  return out
 end
 
 -- match_waiter's election: the oldest unparked, unsealed wait for an event row
