@@ -38,6 +38,14 @@ MAX_LEASE_MS = MAX_LEASE // _MS
 #: A listing's limit as sent to a script: larger limits mean "all" and are sent as
 #: this, which Lua numbers and Redis ranges hold exactly.
 MAX_LISTING = 10**12
+#: The longest identifier accepted (run, effect, source, id, kind, namespace, value,
+#: case, from_source, operator parts), in bytes of UTF-8: one call's work is
+#: bounded by its input (contract 7.2).
+MAX_ID_BYTES = 4096
+#: Correlation keys per event or wait: the default of the store option
+#: ``max_correlation_keys``, and the most it may be set to (the scripts refuse more).
+DEFAULT_MAX_KEYS = 64
+MAX_KEYS_LIMIT = 1024
 #: Nesting beyond which a payload is decoded once more before it is accepted, so
 #: that whatever is stored can be read back (json's decoder recurses).
 _DEEP = 200
@@ -48,17 +56,20 @@ DEFAULT_DEAD_REASON = "unclaimed"
 
 
 def ident(name: str, value: object) -> str:
-    """A non-empty identifier encodable as UTF-8 (any content otherwise)."""
-    if type(value) is str and value and value.isascii():  # the usual case
-        return value
+    """A non-empty identifier encodable as UTF-8, of at most ``MAX_ID_BYTES`` bytes
+    (any content otherwise)."""
+    if type(value) is str and value and value.isascii() and len(value) <= MAX_ID_BYTES:
+        return value  # the usual case
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be a str, not {type(value).__name__}")
     if not value:
         raise InvalidInput(f"{name} must not be empty")
     try:
-        value.encode("utf-8")
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise InvalidInput(f"{name} is not encodable as UTF-8 (lone surrogate?)") from None
+    if size > MAX_ID_BYTES:
+        raise InvalidInput(f"{name} is {size} bytes of UTF-8; at most {MAX_ID_BYTES} are accepted")
     return value
 
 
@@ -158,8 +169,10 @@ def phase(value: object) -> Phase:
     raise InvalidInput('phase must be a Phase, "forward" or "compensating"')
 
 
-def correlation(keys: object, *, required: bool) -> list[tuple[str, str]]:
-    """The distinct keys, first-given order kept."""
+def correlation(
+    keys: object, *, required: bool, limit: int = DEFAULT_MAX_KEYS
+) -> list[tuple[str, str]]:
+    """The distinct keys, first-given order kept; at most ``limit`` of them."""
     if not isinstance(keys, (tuple, list)):
         raise InvalidInput("correlation must be a tuple of CorrelationKey")
     seen: dict[tuple[str, str], None] = {}  # insertion-ordered: first-given order kept
@@ -167,6 +180,11 @@ def correlation(keys: object, *, required: bool) -> list[tuple[str, str]]:
         if not isinstance(key, CorrelationKey):
             raise InvalidInput(f"correlation keys must be CorrelationKey, not {key!r}")
         seen.setdefault((ident("namespace", key.namespace), ident("value", key.value)))
+        if len(seen) > limit:
+            raise InvalidInput(
+                f"more than {limit} correlation keys; at most {limit} are accepted"
+                " (max_correlation_keys)"
+            )
     if required and not seen:
         raise InvalidInput("a subscription needs at least one correlation key")
     return list(seen)
@@ -254,7 +272,7 @@ def payload_text(value: JSON, max_bytes: int) -> str:
     return text
 
 
-def event_args(event: object, max_payload: int) -> list[str]:
+def event_args(event: object, max_payload: int, max_keys: int = DEFAULT_MAX_KEYS) -> list[str]:
     """The full validation of an event, as script arguments:
     source, id, kind, payload, actor, basis, then (namespace, value) pairs."""
     if not isinstance(event, InboundEvent):
@@ -267,12 +285,12 @@ def event_args(event: object, max_payload: int) -> list[str]:
         args += [ident("operator actor", event.by.actor), ident("operator basis", event.by.basis)]
     else:
         raise InvalidInput("by must be an Operator or None")
-    for ns, value in correlation(event.correlation, required=False):
+    for ns, value in correlation(event.correlation, required=False, limit=max_keys):
         args += [ns, value]
     return args
 
 
-def subscription_args(sub: object) -> list[str]:
+def subscription_args(sub: object, max_keys: int = DEFAULT_MAX_KEYS) -> list[str]:
     """run, effect, kind, step, phase, case, from_source, then (namespace, value) pairs."""
     if not isinstance(sub, Subscription):
         raise InvalidInput(f"expected a Subscription, not {type(sub).__name__}")
@@ -285,7 +303,7 @@ def subscription_args(sub: object) -> list[str]:
         optional_ident("case", sub.case),
         optional_ident("from_source", sub.from_source),
     ]
-    for ns, value in correlation(sub.correlation, required=True):
+    for ns, value in correlation(sub.correlation, required=True, limit=max_keys):
         args += [ns, value]
     return args
 
@@ -404,6 +422,8 @@ def check_status(reply: Sequence[Any]) -> str:
     status = text(reply[0])
     if status == "CORRUPT":
         fail_corrupt(f"{text(reply[1])} {text(reply[2])}", text(reply[3]))
+    if status == "REFUSED":  # the scripts' own bounds, which validation keeps below
+        raise InvalidInput(f"refused by the server: {text(reply[1])}")
     return status
 
 

@@ -429,7 +429,7 @@ class SyncDriver(_Driver):
         server = self._checked(self._climb(read_info(), target))
         if self.ladder.library is not None:
             self._climb(self.ladder.verify(self.where()), target)
-            if self.where() not in self.ladder.verified:
+            if self.ladder.library is not None and self.where() not in self.ladder.verified:
                 self._eval(self.scripts["pending_count"], self._command(self._probe(), []))
         return self._with_library(server)
 
@@ -542,6 +542,13 @@ class SyncDriver(_Driver):
                 plan.close()  # an unfinished plan (an error) is closed
 
 
+def _cancel_requested() -> bool:
+    """Whether the current task was asked to cancel (Python 3.11 and on can tell)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling and cancelling())
+
+
 #: Keyword arguments of an asyncio cluster node that a plain connection pool refuses.
 _NODE_ONLY = ("oss_cluster_maint_notifications_handler",)
 
@@ -615,7 +622,7 @@ class AsyncDriver(_Driver):
         self.server = self._checked(await self._climb(read_info(), target))
         if self.ladder.library is not None:
             await self._climb(self.ladder.verify(self.where()), target)
-            if self.where() not in self.ladder.verified:
+            if self.ladder.library is not None and self.where() not in self.ladder.verified:
                 await self._eval(self.scripts["pending_count"], self._command(self._probe(), []))
         self.server = self._with_library(self.server)
         return self.server
@@ -730,6 +737,11 @@ class AsyncDriver(_Driver):
                         self._suspend(_Suspended(op, args, kwargs, plan, call))
                     raise
                 call = plan.send(reply)
+                if _cancel_requested():
+                    # A cancellation that a step swallowed (redis-py's socket timeout
+                    # wraps each send in asyncio.wait_for, which may) stops the
+                    # method here, between steps: valid partial progress.
+                    raise asyncio.CancelledError
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         finally:

@@ -68,11 +68,19 @@ _TENANT_FORBIDDEN = frozenset("/:{}")
 INSTANT_OFFSET = 10**15
 
 
+#: What a tenant name is trimmed of: ASCII white space only. Other white space at
+#: either end is refused, so that ``"acme\xa0"`` neither addresses ``acme`` nor
+#: makes a tenant that looks like it.
+_TRIMMED = " \t\n\r\x0b\x0c"
+
+
 def validate_tenant(tenant: object) -> str:
-    """The trimmed tenant name, or ``InvalidInput``."""
+    """The trimmed tenant name, or ``InvalidInput``: 1..64 bytes of UTF-8 in NFC, no
+    control or format character (Cc, Cf: zero-width and byte-order marks make
+    look-alike tenants), none of ``/ : { }``, no other white space at either end."""
     if not isinstance(tenant, str):
         raise InvalidInput(f"tenant must be a str, not {type(tenant).__name__}")
-    name = tenant.strip()
+    name = tenant.strip(_TRIMMED)
     try:
         size = len(name.encode("utf-8"))
     except UnicodeEncodeError:
@@ -80,8 +88,15 @@ def validate_tenant(tenant: object) -> str:
     if not 1 <= size <= MAX_TENANT_BYTES:
         raise InvalidInput(f"tenant must be 1..{MAX_TENANT_BYTES} bytes of UTF-8, got {size}")
     for ch in name:
-        if ch in _TENANT_FORBIDDEN or unicodedata.category(ch) == "Cc":
+        if ch in _TENANT_FORBIDDEN or unicodedata.category(ch) in ("Cc", "Cf"):
             raise InvalidInput(f"tenant may not contain {ch!r}")
+    if name[0].isspace() or name[-1].isspace():
+        raise InvalidInput(f"tenant {name!r} begins or ends with white space")
+    if unicodedata.normalize("NFC", name) != name:
+        raise InvalidInput(
+            f"tenant {name!r} is not in Unicode normal form NFC: write it as"
+            f" {unicodedata.normalize('NFC', name)!r}"
+        )
     return name
 
 

@@ -102,6 +102,13 @@ class WorkerMetrics:
         self.reconnects = Counter(
             "worker_reconnects", "Passes that found the server away", namespace=ns, registry=r
         )
+        self.server_errors = Counter(
+            "worker_server_errors",
+            "Passes that found the server away or in a transient state, by state",
+            ["state"],
+            namespace=ns,
+            registry=r,
+        )
         self.last_success = Gauge(
             "worker_last_success_timestamp_seconds",
             "When the last pass finished without error",

@@ -72,6 +72,7 @@ class Context:
     clock: Clock = "server"
     timer_lease_ms: int = DEFAULT_TIMER_LEASE_MS
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
+    max_correlation_keys: int = codec.DEFAULT_MAX_KEYS
 
     #: Each script's keys and whether it writes, once looked up.
     _scripts: dict[str, tuple[tuple[str, ...], bool]] = field(
@@ -130,6 +131,7 @@ def make_context(
     clock: object = "server",
     timer_lease: object = None,
     max_payload_bytes: object = DEFAULT_MAX_PAYLOAD,
+    max_correlation_keys: object = codec.DEFAULT_MAX_KEYS,
 ) -> Context:
     """A validated context for a store's constructor options."""
     name = validate_tenant(tenant)
@@ -146,7 +148,13 @@ def make_context(
         or not 1 <= max_payload_bytes <= codec.MAX_PAYLOAD_LIMIT
     ):
         raise InvalidInput(f"max_payload_bytes must be an int from 1 to {codec.MAX_PAYLOAD_LIMIT}")
-    return Context(TenantKeys(name), clock, lease, max_payload_bytes)
+    if (
+        isinstance(max_correlation_keys, bool)
+        or not isinstance(max_correlation_keys, int)
+        or not 1 <= max_correlation_keys <= codec.MAX_KEYS_LIMIT
+    ):
+        raise InvalidInput(f"max_correlation_keys must be an int from 1 to {codec.MAX_KEYS_LIMIT}")
+    return Context(TenantKeys(name), clock, lease, max_payload_bytes, max_correlation_keys)
 
 
 def _buffered(reply: Sequence[Any], first: int) -> BufferedEvent:
@@ -187,14 +195,14 @@ def _claim(ctx: Context, reply: Sequence[Any]) -> Plan[BufferedEvent | None]:
 
 def buffer(ctx: Context, event: InboundEvent, *, at: datetime | None = None) -> Plan[bool]:
     """Store the event as live unless its (source, id) exists; False for a duplicate."""
-    args = codec.event_args(event, ctx.max_payload_bytes)
+    args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
     reply = yield ctx.call("buffer", [ctx.at("at", at), *args])
     return codec.check_status(reply) == "NEW"
 
 
 def subscribe(ctx: Context, sub: Subscription, *, at: datetime | None = None) -> Plan[None]:
     """Register the wait's missing keys; a new wait takes its attributes from sub."""
-    args = codec.subscription_args(sub)
+    args = codec.subscription_args(sub, ctx.max_correlation_keys)
     codec.check_status((yield ctx.call("subscribe", [ctx.at("at", at), *args])))
 
 
@@ -202,7 +210,7 @@ def claim_for(
     ctx: Context, sub: Subscription, *, at: datetime | None = None
 ) -> Plan[BufferedEvent | None]:
     """Claim the oldest eligible buffered event for the wait, or recover its own claim."""
-    args = codec.subscription_args(sub)
+    args = codec.subscription_args(sub, ctx.max_correlation_keys)
     reply = yield ctx.call("claim_for", [ctx.at("at", at), *args])
     return (yield from _claim(ctx, reply))
 
@@ -211,7 +219,7 @@ def wait(
     ctx: Context, sub: Subscription, *, at: datetime | None = None
 ) -> Plan[BufferedEvent | None]:
     """subscribe, then claim_for, in one step with one instant."""
-    args = codec.subscription_args(sub)
+    args = codec.subscription_args(sub, ctx.max_correlation_keys)
     reply = yield ctx.call("wait", [ctx.at("at", at), *args])
     return (yield from _claim(ctx, reply))
 
@@ -220,7 +228,7 @@ def match_waiter(
     ctx: Context, event: InboundEvent, *, at: datetime | None = None
 ) -> Plan[Subscription | None]:
     """Offer the stored live event to the oldest eligible wait; the winner, or None."""
-    args = codec.event_args(event, ctx.max_payload_bytes)
+    args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
     reply = yield ctx.call("match_waiter", [ctx.at("at", at), args[0], args[1]])
     if codec.check_status(reply) == "MATCHED":
         return codec.subscription_reply(reply[2])
@@ -231,7 +239,7 @@ def deliver(
     ctx: Context, event: InboundEvent, *, at: datetime | None = None
 ) -> Plan[DeliverOutcome]:
     """buffer, then match_waiter, in one step."""
-    args = codec.event_args(event, ctx.max_payload_bytes)
+    args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
     reply = yield ctx.call("deliver", [ctx.at("at", at), *args])
     status = codec.check_status(reply)
     if status == "RESUMED":
@@ -244,7 +252,7 @@ def deliver_to(
 ) -> Plan[TargetedOutcome]:
     """Targeted delivery of a continuation addressed to run."""
     run = codec.ident("run", run)
-    args = codec.event_args(event, ctx.max_payload_bytes)
+    args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
     reply = yield ctx.call("deliver_to", [ctx.at("at", at), run, *args])
     status = codec.check_status(reply)
     if status == "MATCHED":
@@ -274,7 +282,7 @@ def unsubscribe_run(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> P
 
 def park_wait(ctx: Context, sub: Subscription, *, at: datetime | None = None) -> Plan[None]:
     """Register the wait as subscribe does and park it."""
-    args = codec.subscription_args(sub)
+    args = codec.subscription_args(sub, ctx.max_correlation_keys)
     codec.check_status((yield ctx.call("park_wait", [ctx.at("at", at), *args])))
 
 

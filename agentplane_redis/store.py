@@ -18,7 +18,7 @@ import redis.asyncio.retry
 from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
-from . import ops
+from . import codec, ops
 from .drivers import (
     CLUSTER_PATIENCE_S,
     AsyncDriver,
@@ -237,11 +237,12 @@ class StoreBase(Generic[D, EventsT, TimersT, RunsT]):
         clock: str = "server",
         timer_lease: object = None,
         max_payload_bytes: int = ops.DEFAULT_MAX_PAYLOAD,
+        max_correlation_keys: int = codec.DEFAULT_MAX_KEYS,
         durability: str = "fast",
         cluster_patience: float = CLUSTER_PATIENCE_S,
         functions: bool = True,
     ) -> None:
-        ctx = make_context(tenant, clock, timer_lease, max_payload_bytes)
+        ctx = make_context(tenant, clock, timer_lease, max_payload_bytes, max_correlation_keys)
         if not isinstance(functions, bool):
             raise InvalidInput(f"functions must be True or False, not {functions!r}")
         self._driver: D = self._driver_class(
@@ -276,7 +277,8 @@ class RedisStore(StoreBase[SyncDriver, Events, Timers, Runs]):
 
     Any client works: ``redis.Redis``, ``redis.RedisCluster`` or fakeredis.
     Options: ``tenant``, ``clock`` ("server" or "client"), ``timer_lease``,
-    ``max_payload_bytes``, ``durability`` ("fast" or "acknowledged"),
+    ``max_payload_bytes``, ``max_correlation_keys`` (per event or wait, default 64),
+    ``durability`` ("fast" or "acknowledged"),
     ``cluster_patience`` (seconds), ``functions`` (False: send scripts instead
     of calling the Functions library).
     """

@@ -31,13 +31,39 @@ from typing import Any, TypeAlias
 
 import redis
 
-from .errors import InvalidInput
+from .errors import InvalidInput, LibraryMissing, ServerBusy
 from .model import BufferedEvent, Subscription, Timer
 
 log = logging.getLogger("agentplane_redis.worker")
 
 #: Failures after which a pass is retried with backoff: the server is away.
 UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+#: Transient server states: a label (metrics), the error code the server answers
+#: with, the class redis-py or the store gives it, and what an operator reads.
+TRANSIENT: tuple[tuple[str, str, type[BaseException], str], ...] = (
+    ("busy", "BUSY", ServerBusy, "busy running a long script"),
+    ("oom", "OOM", redis.exceptions.OutOfMemoryError, "out of memory (maxmemory reached)"),
+    ("readonly", "READONLY", redis.exceptions.ReadOnlyError, "read-only (a replica)"),
+    ("loading", "LOADING", redis.exceptions.BusyLoadingError, "loading its data set"),
+    ("masterdown", "MASTERDOWN", redis.exceptions.MasterDownError, "a replica, master down"),
+    ("clusterdown", "CLUSTERDOWN", redis.exceptions.ClusterDownError, "a cluster that is down"),
+    ("tryagain", "TRYAGAIN", redis.exceptions.TryAgainError, "moving the tenant's slot"),
+    ("library", "", LibraryMissing, "without the library (agentplane-redis library loads it)"),
+)
+
+
+def transient(error: BaseException) -> tuple[str, str] | None:
+    """A transient server state's label and what it is, in an operator's words; None
+    when the error is not one (a bug, corruption, a refused grant: the worker stops)."""
+    for label, code, cls, said in TRANSIENT:
+        plain = type(error) is redis.exceptions.ResponseError  # the code not mapped
+        if isinstance(error, cls) or (plain and code and str(error).split(" ")[0] == code):
+            return label, said
+    if isinstance(error, UNREACHABLE):
+        return "unreachable", "unreachable"
+    return None
+
+
 #: A handler still running after this share of its lease is logged loudly.
 LEASE_WARNING = 0.8
 
@@ -212,6 +238,8 @@ class _Base:
         self.metrics = metrics
         self._stop = threading.Event()
         self._failures = 0
+        #: When the current outage began (monotonic s), and what it is; None: none.
+        self._outage: tuple[float, tuple[str, str]] | None = None
 
     def stop(self) -> None:
         """Finish the handlers in hand, claim nothing new, and return from ``run``."""
@@ -239,16 +267,44 @@ class _Base:
             for store, schedule in zip(self.stores, self.schedules, strict=True)
         ]
 
-    def _backoff(self, error: BaseException) -> float:
+    def _backoff(self, error: BaseException, state: tuple[str, str]) -> float:
+        """After a pass that found the server away or in a transient state: the pause
+        before the next try. Logged once per episode (and again when it changes)."""
         self._failures += 1
         if self.metrics is not None:
             self.metrics.reconnects.inc()
+            self.metrics.server_errors.labels(state[0]).inc()
         delay: float = min(self.settings.max_backoff, 0.1 * 2.0 ** min(self._failures, 20))
         delay *= random.uniform(0.5, 1.0)
-        log.warning("server unreachable (%s); next try in %.1f s", error, delay)
+        if self._outage is None or self._outage[1] != state:
+            log.warning(
+                "the server is %s (%s): the worker claims nothing until it answers, and"
+                " tries again with backoff (next in %.1f s, at most %.0f s apart)",
+                state[1],
+                error,
+                delay,
+                self.settings.max_backoff,
+            )
+            self._outage = (time.monotonic() if self._outage is None else self._outage[0], state)
+        else:
+            log.debug("the server is still %s (%s); next try in %.1f s", state[1], error, delay)
         return delay
 
+    def _failed(self, error: BaseException) -> float:
+        """The pause after a pass that raised; raises again what is not transient."""
+        state = transient(error)
+        if state is None:
+            raise error
+        return self._backoff(error, state)
+
     def _succeeded(self, report: PassReport) -> None:
+        if self._outage is not None:
+            log.warning(
+                "the server answers again after %.1f s (%d passes failed); the worker resumes",
+                time.monotonic() - self._outage[0],
+                self._failures,
+            )
+            self._outage = None
         self._failures = 0
         self.last_success = datetime.now(timezone.utc)
         if self.metrics is not None:
@@ -354,15 +410,16 @@ class Worker(_Base):
         return done
 
     def run(self) -> None:
-        """Pass after pass until ``stop()``, SIGTERM or SIGINT; rides out server outages."""
+        """Pass after pass until ``stop()``, SIGTERM or SIGINT; rides out server outages
+        and every transient server state (``TRANSIENT``), with backoff."""
         restore = _install_signals(self.stop)
         try:
             while not self.stopping:
                 try:
                     report = self.run_once()
                     delay = report.sleep
-                except UNREACHABLE as error:
-                    delay = self._backoff(error)
+                except (redis.exceptions.RedisError, LibraryMissing) as error:
+                    delay = self._failed(error)
                 self._stop.wait(delay)
         finally:
             restore()
@@ -439,15 +496,16 @@ class AsyncWorker(_Base):
         return done
 
     async def run(self) -> None:
-        """Pass after pass until ``stop()``, SIGTERM or SIGINT; rides out server outages."""
+        """Pass after pass until ``stop()``, SIGTERM or SIGINT; rides out server outages
+        and every transient server state (``TRANSIENT``), with backoff."""
         restore = _install_signals(self.stop)
         try:
             while not self.stopping:
                 try:
                     report = await self.run_once()
                     delay = report.sleep
-                except UNREACHABLE as error:
-                    delay = self._backoff(error)
+                except (redis.exceptions.RedisError, LibraryMissing) as error:
+                    delay = self._failed(error)
                 deadline = time.monotonic() + delay
                 while not self.stopping and time.monotonic() < deadline:
                     await asyncio.sleep(min(0.05, max(0.0, deadline - time.monotonic())))

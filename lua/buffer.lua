@@ -10,7 +10,7 @@
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"NEW"} | {"SEEN"}
--- Errors: none
+-- Errors: REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua

@@ -16,14 +16,14 @@
 -- ARGV[6] after_run: its run
 -- ARGV[7] after_effect: its effect
 -- Returns: {"OK", now, more "1"/"0", last fire_at, last run, last effect, then tid, timer row for each timer claimed}
--- Errors: CORRUPT
+-- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/timers.lua
 
 return guard(function()
-  local now, room, lease, budget = instant_arg(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  local now, room, lease, budget = instant_arg(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), bounded(ARGV[4])
   local bound = "(" .. instant_key(now + 1)
   -- Leases lapsed by now return to the walk first, so it sees every claimable timer.
   local lapsed = redis.call("ZRANGEBYLEX", K.timer_held, "-", bound, "LIMIT", "0", budget)

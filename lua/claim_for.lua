@@ -20,7 +20,7 @@
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
 -- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at}
--- Errors: CORRUPT
+-- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua

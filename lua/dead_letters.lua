@@ -5,14 +5,14 @@
 -- KEYS[3] dead: agentplane:{<tenant>}:event:dead
 -- ARGV[1] limit: count, at most this many rows
 -- Returns: {"OK", {event row, has payload "1"/"0", payload JSON}, ...}
--- Errors: CORRUPT
+-- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/events.lua
 
 return guard(function()
-  local limit = tonumber(ARGV[1])
+  local limit = bounded(ARGV[1])
   local members = redis.call("ZREVRANGE", K.dead, "0", limit - 1)
   local eids = {}
   for i, m in ipairs(members) do

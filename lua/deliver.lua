@@ -19,7 +19,7 @@
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"DUPLICATE", at}
 --   subscription = {run, effect, attributes row, {namespace, value, ...}}
--- Errors: CORRUPT
+-- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua

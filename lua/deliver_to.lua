@@ -18,7 +18,7 @@
 -- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"MATCHED", at, subscription} | {"DUPLICATE", at} | {"NOT_WAITING", at}
 --   subscription = {run, effect, attributes row, {namespace, value, ...}}
--- Errors: CORRUPT
+-- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua

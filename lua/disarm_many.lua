@@ -10,7 +10,7 @@
 -- ARGV[1..] timers: (run, effect) pairs, each at most once
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK", timers removed}
--- Errors: CORRUPT
+-- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
@@ -18,6 +18,9 @@
 
 return guard(function()
   local tids = {}
+  if #ARGV > 2 * STEP_MAX then
+    refuse("more than " .. STEP_MAX .. " timers")
+  end
   for i = 1, #ARGV - 1, 2 do
     tids[#tids + 1] = enc(ARGV[i]) .. enc(ARGV[i + 1])
   end

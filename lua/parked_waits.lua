@@ -21,7 +21,7 @@
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"MORE"} (retired a full batch; call again) | {"LIST", last run, last effect, subscription, ...}
 --   subscription = {run, effect, attributes row, {namespace, value, ...}}
--- Errors: CORRUPT
+-- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
@@ -30,7 +30,7 @@
 --@include _lib/matching.lua
 
 return guard(function()
-  local room, batch = tonumber(ARGV[1]), tonumber(ARGV[4])
+  local room, batch = bounded(ARGV[1]), bounded(ARGV[4])
   -- Sealed runs' marks first: every call retires them all, past a full page.
   local sealed = redis.call("ZRANGEBYLEX", K.mark_index, "[S", "(S\255", "LIMIT", "0", batch)
   if #sealed > 0 then

@@ -10,14 +10,14 @@
 -- ARGV[2] batch: count, the most rows this step removes
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK", rows removed}
--- Errors: CORRUPT
+-- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/events.lua
 
 return guard(function()
-  local older_than, batch = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local older_than, batch = tonumber(ARGV[1]), bounded(ARGV[2])
   local bound = "(" .. instant_key(older_than + 1)
   local dead = redis.call("ZRANGEBYLEX", K.dead, "-", bound, "LIMIT", "0", batch)
   local consumed = redis.call("ZRANGEBYLEX", K.consumed, "-", bound, "LIMIT", "0", batch)

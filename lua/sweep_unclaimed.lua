@@ -12,14 +12,14 @@
 -- ARGV[3] batch: count, the most rows this step retires
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK", rows retired}
--- Errors: CORRUPT
+-- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/events.lua
 
 return guard(function()
-  local older_than, reason, batch = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+  local older_than, reason, batch = tonumber(ARGV[1]), ARGV[2], bounded(ARGV[3])
   -- Retired rows leave the live index, so every step starts from the oldest.
   local members = redis.call("ZRANGEBYLEX", K.live, "-", "(" .. instant_key(older_than + 1), "LIMIT", "0", batch)
   local eids = {}

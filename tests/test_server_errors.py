@@ -24,8 +24,10 @@ from agentplane_redis import (
 from agentplane_redis.cli import EXIT_SERVER, EXIT_UNREACHABLE, main
 from agentplane_redis.drivers import plan_confirmation
 from agentplane_redis.keys import event_id, pack_row, unpack_row
+from agentplane_redis.scripts import library
 
-from helpers import at, ev, sub
+from conftest import Blocking
+from helpers import at, ev, sub, timer
 
 
 @pytest.mark.real
@@ -40,6 +42,54 @@ def test_out_of_memory_inside_a_script_is_out_of_memory_error(start, kind):
         store.events.buffer(ev("e1", "k/1"), at=at(0))
     with pytest.raises(redis.exceptions.OutOfMemoryError):
         store.timers.claim_due()
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["redis", "valkey"])
+def test_a_full_server_is_freed_through_the_store(start, kind, flavour):
+    """With noeviction at maxmemory every write that adds is refused, but the operations
+    whose net effect frees memory run (contract 7.2): purge, sweep_unclaimed,
+    unsubscribe, unsubscribe_run, erase_payload, disarm, disarm_run, close and
+    parked_waits; after them the store writes again."""
+    server = start(kind)
+    admin = redis.Redis.from_url(server.url)
+    loop = asyncio.new_event_loop() if flavour == "async" else None
+    if loop is None:
+        store = RedisStore.from_url(server.url, tenant="acme")
+    else:
+        store = Blocking(AsyncRedisStore.from_url(server.url, tenant="acme"), loop)
+    ev_, tm, rn = store.events, store.timers, store.runs
+    for run in ("r1", "r2"):
+        for effect in ("t1", "t2"):
+            tm.arm(timer(run, effect, 0))
+    for n, run in enumerate(("r3", "r4", "r5")):
+        ev_.buffer(ev(f"held{n}", f"k/{run}"), at=at(0))
+        assert ev_.wait(sub(run, "w", f"k/{run}"), at=at(1)) is not None
+    ev_.park_wait(sub("r6", "w", "k/r6"), at=at(1))
+    rn.seal("r6")
+    ev_.buffer(ev("secret", "k/x", payload={"card": "4242"}), at=at(0))
+    filler = "x" * 8000
+    for i in range(300):
+        ev_.buffer(ev(f"f{i}", "k/f", payload={"pad": filler}), at=at(0))
+    admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) - 100_000)
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        ev_.buffer(ev("refused", "k/1"), at=at(2))
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        tm.arm(timer("r9", "t", 0))
+    assert ev_.erase_payload("src", "secret") is True
+    ev_.unsubscribe("r3", "w")
+    assert ev_.unsubscribe_run("r4", ["w"]).waits == 1
+    assert rn.close("r5").timers == 0
+    assert tm.disarm("r1", "t1") is True
+    assert tm.disarm_run("r2") == 2
+    assert ev_.parked_waits() == []
+    assert ev_.sweep_unclaimed(at(10)) >= 300  # the fillers, dead-lettered
+    assert ev_.purge(at(10)) >= 300
+    assert ev_.buffer(ev("after", "k/1"), at=at(20)) is True  # memory is free again
+    if loop is not None:
+        loop.run_until_complete(store._target.close_connection())
+        loop.close()
 
 
 @pytest.mark.real
@@ -172,8 +222,10 @@ def test_the_check_command_reports_and_refuses(start):
     result = CliRunner().invoke(main, ["--url", good.url, "--json", "check"])
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
-    assert set(found) == {"server", "eviction_policy", "appendonly", "online_replicas", "node"}
+    fields = {"server", "eviction_policy", "appendonly", "online_replicas", "node", "library"}
+    assert set(found) == fields
     assert found["server"].startswith("valkey ")
+    assert found["library"] == library().name  # verified
     assert found["node"] is None  # not a cluster
     assert (found["eviction_policy"], found["appendonly"], found["online_replicas"]) == (
         "noeviction",

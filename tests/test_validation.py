@@ -24,8 +24,9 @@ from agentplane_redis import (
     Timer,
     codec,
 )
+from agentplane_redis.codec import MAX_ID_BYTES, MAX_KEYS_LIMIT
 
-from helpers import at, data, ev, sub, timer
+from helpers import at, data, ev, keys, sub, timer
 
 NAIVE = datetime(2026, 1, 1)
 LONE = "\ud800"
@@ -198,12 +199,12 @@ CASES = cases()
 
 class Tripwire:
     """A client that fails the test if any script call is sent (it answers the
-    store's start-up INFO as fakeredis does: unknown command)."""
-
-    def info(self, *sections: str) -> Any:
-        raise redis.ResponseError("unknown command 'info'")
+    store's start-up check, INFO and FUNCTION LIST, as a server without either
+    would: unknown command)."""
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        if args[0] in ("INFO", "FUNCTION"):
+            raise redis.ResponseError(f"unknown command '{args[0]}'")
         raise AssertionError("a command reached the server")
 
     def __getattr__(self, name: str) -> Any:
@@ -244,21 +245,154 @@ def test_refused_input_writes_nothing(store, raw):
         "a\x00b",
         "a\nb",
         "a\x7fb",
+        "acme\xa0",  # no-break space: would address acme if trimmed, look like it if kept
+        "\u2003acme",
+        "ac\u200bme",  # zero-width space (Cf): a look-alike of acme
+        "\ufeffacme",  # byte-order mark
+        "acme\u2060",  # word joiner
+        "e\u0301",  # not NFC (NFC writes it as one character)
         LONE,
         7,
         None,
     ],
 )
 def test_bad_tenants_are_refused(tenant):
-    """Tenants: trimmed, 1-64 bytes of UTF-8, no control character, none of / : { }."""
+    """Tenants: trimmed of ASCII white space, 1-64 bytes of UTF-8 in NFC, no control or
+    format character, no other white space at either end, none of / : { }."""
     with pytest.raises(InvalidInput):
         RedisStore(Tripwire(), tenant=tenant)
 
 
 def test_good_tenants_are_accepted():
-    """64 bytes, non-ASCII and spaces inside are fine; outer space is trimmed."""
+    """64 bytes, non-ASCII (in NFC) and spaces inside are fine; outer space is trimmed."""
     assert RedisStore(Tripwire(), tenant="a" * 64).tenant == "a" * 64
     assert RedisStore(Tripwire(), tenant=" zürich west ").tenant == "zürich west"
+    assert RedisStore(Tripwire(), tenant="\tacme\n").tenant == "acme"
+    assert RedisStore(Tripwire(), tenant="\u00e9").tenant == "\u00e9"
+
+
+# ---------------------------------------------------------------- bounded input
+
+
+LONG = "x" * (MAX_ID_BYTES + 1)
+LONG_UTF8 = "é" * (MAX_ID_BYTES // 2 + 1)  # within 4 KiB of characters, not of bytes
+
+
+@pytest.mark.parametrize("long", [LONG, LONG_UTF8], ids=["ascii", "utf8"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s, x: s.events.buffer(ev(x, "k/1"), at=at(0)),
+        lambda s, x: s.events.deliver(ev("e", "k/1", source=x), at=at(0)),
+        lambda s, x: s.events.deliver(InboundEvent("s", "e", x), at=at(0)),
+        lambda s, x: s.events.wait(sub(x, "w", "k/1"), at=at(0)),
+        lambda s, x: s.events.subscribe(sub("r", "w", f"k/{x}"), at=at(0)),
+        lambda s, x: s.events.deliver(ev("e", f"{x}/1"), at=at(0)),
+        lambda s, x: s.events.erase_payload("s", x),
+        lambda s, x: s.timers.arm(timer("r", x, 0)),
+        lambda s, x: s.timers.disarm_run(x),
+        lambda s, x: s.runs.close("r", [x]),
+    ],
+)
+def test_identifiers_past_their_length_are_refused_before_io(call, long):
+    """Every identifier is at most MAX_ID_BYTES bytes of UTF-8 (4 KiB), contract 9.1."""
+    with pytest.raises(InvalidInput, match="at most 4096"):
+        call(RedisStore(Tripwire(), clock="client"), long)
+
+
+def test_identifiers_at_their_length_are_stored_and_read_back(store):
+    """An event, a wait and a timer whose identifiers are all 4 KiB live their lives."""
+    x = "é" * (MAX_ID_BYTES // 2)
+    event = InboundEvent(x, x, x, {"a": 1}, keys(*[f"{x[:-1]}{i}/{x}" for i in range(3)]))
+    assert store.events.buffer(event, at=at(0)) is True
+    claimed = store.events.wait(Subscription(x, x, x, event.correlation[:1]), at=at(1))
+    assert claimed.event == event
+    store.events.unsubscribe(x, x)
+    assert store.timers.arm(Timer(x, x, at(0)))
+    assert [t.effect for t in store.timers.claim_due(now=at(0))] == [x]
+
+
+def test_correlation_keys_past_the_stores_limit_are_refused_before_io():
+    """At most max_correlation_keys distinct keys (default 64) per event or wait."""
+    store = RedisStore(Tripwire(), clock="client")
+    many = keys(*[f"k/{i}" for i in range(65)])
+    for call in (
+        lambda: store.events.buffer(InboundEvent("s", "e", "k", None, many)),
+        lambda: store.events.deliver_to("r", InboundEvent("s", "e", "k", None, many)),
+        lambda: store.events.wait(Subscription("r", "w", "k", many)),
+        lambda: store.events.park_wait(Subscription("r", "w", "k", many)),
+    ):
+        with pytest.raises(InvalidInput, match="max_correlation_keys"):
+            call()
+    doubled = many[:64] + many[:64]  # 64 distinct keys, given twice: accepted
+    assert codec.correlation(doubled, required=True) == [("k", str(i)) for i in range(64)]
+
+
+@pytest.mark.parametrize("value", [0, 1025, True, 2.0, "64"])
+def test_max_correlation_keys_is_an_int_from_1_to_1024(value):
+    with pytest.raises(InvalidInput, match="max_correlation_keys"):
+        RedisStore(Tripwire(), max_correlation_keys=value)
+
+
+def test_a_store_may_allow_more_keys(make):
+    """max_correlation_keys=200: an event with 200 keys is stored and matched by each."""
+    store = make(max_correlation_keys=200)
+    many = keys(*[f"k/{i}" for i in range(200)])
+    assert store.events.buffer(InboundEvent("s", "e", "paid", None, many), at=at(0))
+    got = store.events.wait(sub("r", "w", "k/199"), at=at(1)).event.correlation
+    assert sorted(got, key=lambda k: k.value) == sorted(many, key=lambda k: k.value)
+
+
+def test_the_scripts_refuse_more_keys_than_any_store_may_send(raw):
+    """Sent straight to the server (FCALL by hand, past the store's validation), an
+    event with more than 1,024 keys is refused by the script before it writes."""
+    store = RedisStore(raw, tenant="acme")
+    driver = store._driver
+    pairs = [part for i in range(MAX_KEYS_LIMIT + 1) for part in ("k", str(i))]
+    call = driver.ctx.call("buffer", ["", "s", "e", "paid", "null", "", "", *pairs])
+    with pytest.raises(InvalidInput, match="more than 1024 correlation keys"):
+        codec.check_status(driver.execute(call))
+    assert store.events.stats().live == 0
+    listing = driver.ctx.call("pending", [10**9])  # a listing step of any size: bounded
+    assert codec.check_status(driver.execute(listing)) == "OK"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is new in 3.11")
+def test_a_cancellation_a_step_swallowed_stops_the_method_at_the_next_step():
+    """A cancellation that one step swallows (as redis-py's asyncio.wait_for may) stops
+    a multi-step method before its next step, instead of letting it run to its end."""
+    import asyncio
+    import contextlib
+
+    import fakeredis
+
+    from agentplane_redis import AsyncRedisStore
+
+    async def go() -> int:
+        store = AsyncRedisStore(fakeredis.FakeAsyncRedis(), tenant="acme")
+        for i in range(30):
+            await store.events.buffer(ev(f"e{i}", "k/1"), at=at(0))
+        real = store._driver.execute
+        steps = 0
+
+        async def swallowing(call: Any) -> Any:
+            nonlocal steps
+            reply = await real(call)
+            if call.script == "sweep_unclaimed":
+                steps += 1
+                task = asyncio.current_task()
+                assert task is not None
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):  # arrives, is swallowed
+                    await asyncio.sleep(0)
+            return reply
+
+        store._driver.execute = swallowing  # type: ignore[method-assign]
+        with pytest.raises(asyncio.CancelledError):
+            await store.events.sweep_unclaimed(at(10))
+        return steps
+
+    assert asyncio.run(go()) == 1
 
 
 @pytest.mark.parametrize(
@@ -373,8 +507,9 @@ def test_many_correlation_keys_collapse_in_first_given_order():
     """Duplicates collapse (linear time), first-given order kept."""
     from agentplane_redis import codec
 
-    keys = [CorrelationKey("n", str(i % 10_000)) for i in range(20_000)]
-    assert codec.correlation(keys, required=True) == [("n", str(i)) for i in range(10_000)]
+    keys = [CorrelationKey("n", str(i % 1000)) for i in range(20_000)]
+    collapsed = codec.correlation(keys, required=True, limit=1000)
+    assert collapsed == [("n", str(i)) for i in range(1000)]
 
 
 # ---------------------------------------------------------------- the fast paths

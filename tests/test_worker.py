@@ -4,10 +4,12 @@ real worker processes on a real server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -20,7 +22,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from worker_procs import run_worker
 
-from agentplane_redis import InvalidInput, RedisStore, Timer
+from agentplane_redis import AsyncRedisStore, InvalidInput, RedisStore, Timer
 from agentplane_redis.metrics import WorkerMetrics, registry_for
 from agentplane_redis.testing import fake_async_store, fake_server, fake_store
 from agentplane_redis.worker import AsyncWorker, Worker
@@ -322,3 +324,185 @@ def test_a_handler_outliving_most_of_its_lease_is_logged_loudly(caplog):
     with caplog.at_level("CRITICAL", logger="agentplane_redis.worker"):
         worker.run_once()
     assert any("slow-run" in r.getMessage() and r.levelname == "CRITICAL" for r in caplog.records)
+
+
+# ---------------------------------------------------------------- transient server states
+
+
+def _errors() -> list[BaseException]:
+    """One of each transient state, as the store raises it (mapped, or a plain
+    ResponseError where a code reaches the caller unmapped), twice for BUSY."""
+    from redis._parsers.base import BaseParser
+
+    from agentplane_redis import LibraryMissing, ServerBusy
+
+    parsed = [
+        BaseParser.parse_error(text)  # type: ignore[no-untyped-call]
+        for text in (
+            "OOM command not allowed when used memory > 'maxmemory'.",
+            "READONLY You can't write against a read only replica.",
+            "LOADING Redis is loading the dataset in memory",
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            "CLUSTERDOWN The cluster is down",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+        )
+    ]
+    busy = "BUSY Redis is busy running a script. You can only call SCRIPT KILL."
+    return [
+        ServerBusy(busy),
+        redis.ResponseError(busy),  # the same episode, unmapped
+        *parsed,
+        LibraryMissing("the Functions library is not loaded"),
+        redis.ConnectionError("Connection refused"),
+    ]
+
+
+class _Flaky:
+    """A store whose claim_due raises each of ``errors`` in turn, then works."""
+
+    def __init__(self, store: Any, errors: list[BaseException]) -> None:
+        self._store, self.events, self.runs = store, store.events, store.runs
+        self.timers = self
+        self._errors = list(errors)
+        self.tenant = store.tenant
+
+    def claim_due(self, *args: Any, **kwargs: Any) -> Any:
+        if self._errors:
+            error = self._errors.pop(0)
+            if asyncio.iscoroutinefunction(type(self._store).check):
+
+                async def raising() -> Any:
+                    raise error
+
+                return raising()
+            raise error
+        return self._store.timers.claim_due(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store.timers, name)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_the_worker_rides_out_every_transient_server_state(flavour, caplog):
+    """BUSY, OOM, READONLY, LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, a missing
+    library and a lost connection: the worker never exits on one, logs each episode
+    once (and the recovery), counts each in its metrics, and then fires the timer."""
+    server = fake_server()
+    store = fake_store(server=server) if flavour == "sync" else fake_async_store(server=server)
+    fake_store(server=server).timers.arm(Timer("r", "t", past(1)))
+    fired: list[str] = []
+    metrics = WorkerMetrics()
+    errors = _errors()
+    options: dict[str, Any] = {"metrics": metrics, "max_backoff": 0.01, "poll_interval": 0.01}
+    if flavour == "sync":
+        worker: Any = Worker(
+            _Flaky(store, errors), on_timer=lambda s, t: fired.append(t.effect), **options
+        )
+        runner = threading.Thread(target=worker.run)
+        with caplog.at_level("DEBUG", logger="agentplane_redis.worker"):
+            runner.start()
+            wait_for(lambda: fired == ["t"])
+            worker.stop()
+            runner.join(10)
+    else:
+
+        async def handle(s: Any, t: Timer) -> None:
+            fired.append(t.effect)
+
+        worker = AsyncWorker(_Flaky(store, errors), on_timer=handle, **options)
+
+        async def go() -> None:
+            task = asyncio.create_task(worker.run())
+            while fired != ["t"]:
+                await asyncio.sleep(0.01)
+            worker.stop()
+            await task
+
+        with caplog.at_level("DEBUG", logger="agentplane_redis.worker"):
+            asyncio.run(asyncio.wait_for(go(), 30))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    outages = [m for m in warnings if m.startswith("the server is ")]
+    assert len(outages) == len(_errors()) - 1  # the unmapped BUSY was the same episode
+    assert all("claims nothing until it answers" in m for m in outages)
+    assert [m for m in warnings if "answers again" in m] != []
+    text = generate_latest(metrics.registry).decode()
+    for label in ("busy", "oom", "readonly", "loading", "masterdown", "clusterdown"):
+        assert f'agentplane_worker_server_errors_total{{state="{label}"}}' in text
+    assert 'agentplane_worker_server_errors_total{state="busy"} 2.0' in text
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_the_worker_stops_on_what_is_not_transient(flavour):
+    """A corrupt row or a refused grant is not waited out: run() raises it."""
+    from agentplane_redis import CorruptRow
+
+    store = fake_store() if flavour == "sync" else fake_async_store()
+    for error in (CorruptRow("timer x", "bad"), redis.exceptions.NoPermissionError("NOPERM")):
+        worker: Any = (Worker if flavour == "sync" else AsyncWorker)(
+            _Flaky(store, [error]), on_timer=lambda s, t: None, max_backoff=0.01
+        )
+        run = worker.run if flavour == "sync" else lambda w=worker: asyncio.run(w.run())
+        with pytest.raises(type(error)):
+            run()
+
+
+def _busy(url: str) -> threading.Thread:
+    """Another client's script that loops until SCRIPT KILL: the server answers BUSY."""
+
+    def loop() -> None:
+        with contextlib.suppress(redis.ResponseError):  # "Script killed by user"
+            redis.Redis.from_url(url).eval("local i = 0 while true do i = i + 1 end", 0)
+
+    blocker = threading.Thread(target=loop)
+    blocker.start()
+    time.sleep(0.2)
+    return blocker
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["redis", "valkey"])
+def test_a_worker_rides_out_a_busy_server(start, kind, flavour):
+    """Another client's long script answers the worker BUSY for a while: the worker
+    waits it out and fires the timer once the script is killed."""
+    server = start(kind, extra=("--busy-reply-threshold", "50"))
+    admin = redis.Redis.from_url(server.url)
+    RedisStore.from_url(server.url, tenant="acme").timers.arm(Timer("r", "t", past(1)))
+    fired: list[str] = []
+    options: dict[str, Any] = {"max_backoff": 0.05, "poll_interval": 0.02}
+    if flavour == "sync":
+        store = RedisStore.from_url(server.url, tenant="acme")
+        worker: Any = Worker(store, on_timer=lambda s, t: fired.append(t.effect), **options)
+        blocker = _busy(server.url)
+        runner = threading.Thread(target=worker.run)
+        runner.start()
+        time.sleep(0.5)
+        assert fired == []
+        assert runner.is_alive()
+        admin.script_kill()
+        wait_for(lambda: fired == ["t"])
+        worker.stop()
+        runner.join(10)
+    else:
+
+        async def handle(s: Any, t: Timer) -> None:
+            fired.append(t.effect)
+
+        async def go() -> threading.Thread:
+            astore = await AsyncRedisStore.connect(server.url, tenant="acme")
+            worker = AsyncWorker(astore, on_timer=handle, **options)
+            blocker = _busy(server.url)
+            task = asyncio.create_task(worker.run())
+            await asyncio.sleep(0.5)
+            assert fired == []
+            assert not task.done()
+            admin.script_kill()
+            while fired != ["t"]:
+                await asyncio.sleep(0.02)
+            worker.stop()
+            await task
+            await astore.close_connection()
+            return blocker
+
+        blocker = asyncio.run(asyncio.wait_for(go(), 30))
+    blocker.join(10)

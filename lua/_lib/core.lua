@@ -26,6 +26,25 @@ local function corrupt(what, id, detail)
   error({ agentplane_corrupt = what, id = id, detail = detail or "" }, 0)
 end
 
+-- Bounds on what one call can be asked to do, whoever sends it (the store's
+-- Python refuses more before any I/O, with its own, lower limits): correlation
+-- keys per event or wait, and the rows or entries one step handles.
+local MAX_KEYS, STEP_MAX = 1024, 256
+
+-- Refuses the call before it writes: the reply {"REFUSED", why}.
+local function refuse(why)
+  error({ agentplane_refused = why }, 0)
+end
+
+-- A count argument of a step, at most STEP_MAX.
+local function bounded(arg)
+  local n = tonumber(arg)
+  if not n or n < 0 then
+    refuse("a count must be a number at least 0")
+  end
+  return math.min(n, STEP_MAX)
+end
+
 -- A member or id as printable ASCII: each component ends in "|", other bytes
 -- outside space..tilde are written \xNN, so any client can decode the reply.
 local function printable(s)
@@ -191,6 +210,9 @@ local function guard(body)
   if type(res) == "table" and res.agentplane_corrupt then
     return { "CORRUPT", res.agentplane_corrupt, printable(res.id), res.detail }
   end
+  if type(res) == "table" and res.agentplane_refused then
+    return { "REFUSED", res.agentplane_refused }
+  end
   error(res, 0)
 end
 
@@ -199,6 +221,9 @@ end
 -- (One pair, the usual, is built by constructors, which size their tables.)
 local function key_args(first)
   local args, last = ARGV, #ARGV - 1
+  if last - first >= 2 * MAX_KEYS then
+    refuse("more than " .. MAX_KEYS .. " correlation keys")
+  end
   if last == first then
     local ns, value = args[first], args[first + 1]
     return { enc(ns) .. enc(value) }, { ns, value }
