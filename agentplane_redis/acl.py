@@ -68,6 +68,7 @@ SCRIPT_COMMANDS = (
     "hdel",
     "hexists",
     "hget",
+    "hincrby",
     "hlen",
     "hmget",
     "hset",
@@ -79,7 +80,7 @@ SCRIPT_COMMANDS = (
     "zrange",
     "zrangebylex",
     "zrem",
-    "zrevrange",
+    "zrevrangebylex",
 )
 #: What the store itself sends, besides the functions' own commands: the calls, the
 #: start-up check (the library's code, the server's version) and health checks.

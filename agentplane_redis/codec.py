@@ -46,6 +46,12 @@ MAX_ID_BYTES = 4096
 #: ``max_correlation_keys``, and the most it may be set to (the scripts refuse more).
 DEFAULT_MAX_KEYS = 64
 MAX_KEYS_LIMIT = 1024
+#: The bytes an event's or a wait's correlation keys come to, each key counted with
+#: the identifiers its index entries repeat (an event's kind, source and id; a wait's
+#: kind, run, effect and sender): at most this many. Each key is an entry in the
+#: indexes searches read, so this bounds the work of one call whatever the mix of
+#: key count and identifier length (contract 7.2: 10 ms at the largest input).
+MAX_KEY_BYTES = 64 * 1024
 #: Nesting beyond which a payload is decoded once more before it is accepted, so
 #: that whatever is stored can be read back (json's decoder recurses).
 _DEEP = 200
@@ -285,9 +291,29 @@ def event_args(event: object, max_payload: int, max_keys: int = DEFAULT_MAX_KEYS
         args += [ident("operator actor", event.by.actor), ident("operator basis", event.by.basis)]
     else:
         raise InvalidInput("by must be an Operator or None")
-    for ns, value in correlation(event.correlation, required=False, limit=max_keys):
+    pairs = correlation(event.correlation, required=False, limit=max_keys)
+    _key_bytes("event", pairs, args[:3])
+    for ns, value in pairs:
         args += [ns, value]
     return args
+
+
+def _size(value: str) -> int:
+    return len(value) if value.isascii() else len(value.encode("utf-8"))
+
+
+def _key_bytes(what: str, pairs: list[tuple[str, str]], repeated: list[str]) -> None:
+    """Refuses keys whose index entries would come to more than MAX_KEY_BYTES."""
+    if not pairs:
+        return
+    each = sum(_size(v) for v in repeated)
+    total = sum(each + _size(ns) + _size(value) for ns, value in pairs)
+    if total > MAX_KEY_BYTES:
+        raise InvalidInput(
+            f"the {what}'s {len(pairs)} correlation keys come to {total} bytes, each counted"
+            f" with the identifiers its index entry repeats; at most {MAX_KEY_BYTES} are"
+            " accepted (fewer keys, or shorter identifiers)"
+        )
 
 
 def subscription_args(sub: object, max_keys: int = DEFAULT_MAX_KEYS) -> list[str]:
@@ -303,7 +329,9 @@ def subscription_args(sub: object, max_keys: int = DEFAULT_MAX_KEYS) -> list[str
         optional_ident("case", sub.case),
         optional_ident("from_source", sub.from_source),
     ]
-    for ns, value in correlation(sub.correlation, required=True, limit=max_keys):
+    pairs = correlation(sub.correlation, required=True, limit=max_keys)
+    _key_bytes("wait", pairs, [args[0], args[1], args[2], args[6]])
+    for ns, value in pairs:
         args += [ns, value]
     return args
 

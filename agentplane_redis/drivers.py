@@ -85,7 +85,7 @@ from redis.exceptions import (
 
 from . import codec
 from .errors import InvalidInput, OutcomeUnknown, ServerBusy
-from .ops import Call, Context, Plan
+from .ops import Call, Context, Plan, acknowledgement
 from .scripts import LuaLibrary, LuaScript, catalogue, library
 from .server import (
     Climb,
@@ -311,7 +311,7 @@ class _Driver:
                 acks.append(self._acks.popleft())
             except IndexError:  # taken by another thread meanwhile
                 break
-        keys = self.ctx.keys.for_roles(self.scripts["acknowledge"].roles)
+        keys = acknowledgement(self.ctx).keys
         return [
             (len(keys), *keys, "", ",".join(acks[i : i + ACK_CHUNK]))
             for i in range(0, len(acks), ACK_CHUNK)

@@ -9,6 +9,7 @@ Redis, and no clock is read for it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Generator, Iterable, Sequence
@@ -157,6 +158,12 @@ def make_context(
     return Context(TenantKeys(name), clock, lease, max_payload_bytes, max_correlation_keys)
 
 
+def acknowledgement(ctx: Context) -> Call:
+    """The call a closing store sends to forget the replies it received: ``acknowledge``
+    with the token "", which remembers nothing; the driver appends the tokens."""
+    return dataclasses.replace(ctx.call("acknowledge", []), token="")
+
+
 def _buffered(reply: Sequence[Any], first: int) -> BufferedEvent:
     event, received, _ = codec.event_row(reply[first], reply[first + 1], reply[first + 2])
     return BufferedEvent(event, received)
@@ -294,13 +301,14 @@ def parked_waits(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
     while room > 0:
         asked = min(room, LIST_BATCH)
         reply = yield ctx.call("parked_waits", [asked, *after, PARKED_BATCH])
-        if codec.check_status(reply) == "MORE":
+        status = codec.check_status(reply)
+        if status == "MORE":
             continue
         after = [text(reply[1]), text(reply[2])]
         page = [codec.subscription_reply(s) for s in reply[3:]]
         out += page
         room -= len(page)
-        if len(page) < asked:
+        if status != "PART" and len(page) < asked:  # PART: a step of many keys
             break
     return out
 
@@ -327,24 +335,30 @@ def sweep_unclaimed(ctx: Context, older_than: datetime, reason: str = "unclaimed
     total = 0
     while True:
         reply = yield ctx.call("sweep_unclaimed", [cutoff, reason, SWEEP_BATCH])
-        codec.check_status(reply)
+        status = codec.check_status(reply)
         done = codec.integer(reply[1])
         total += done
-        if done < SWEEP_BATCH:
+        if status != "MORE" and done < SWEEP_BATCH:  # MORE: a step of large rows
             return total
 
 
 def dead_letters(ctx: Context, limit: int = 100) -> Plan[list[DeadLetter]]:
-    """Dead rows, newest first."""
-    n = codec.listing("limit", limit)
-    if n == 0:
-        return []
-    reply = yield ctx.call("dead_letters", [n])
-    codec.check_status(reply)
-    out = []
-    for r in reply[1:]:
-        event, received, fields = codec.event_row(r[0], r[1], r[2])
-        out.append(DeadLetter(event, received, codec.dead_reason(fields[11])))
+    """Dead rows, newest first, in steps of at most LIST_BATCH rows (fewer where their
+    payloads are large: a step returns about a MiB at most)."""
+    room = codec.listing("limit", limit)
+    out: list[DeadLetter] = []
+    after = ""
+    while room > 0:
+        asked = min(room, LIST_BATCH)
+        reply = yield ctx.call("dead_letters", [asked, after])
+        status = codec.check_status(reply)
+        for r in reply[2:]:
+            event, received, fields = codec.event_row(r[0], r[1], r[2])
+            out.append(DeadLetter(event, received, codec.dead_reason(fields[11])))
+        room -= len(reply) - 2
+        after = text(reply[1])
+        if status != "MORE" and len(reply) - 2 < asked:
+            break
     return out
 
 

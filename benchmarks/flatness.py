@@ -49,13 +49,15 @@ def at(ms: int) -> datetime:
 
 
 def pipelined(store: RedisStore, plans: Any) -> None:
-    """Sends the first call of each plan, as the store would, in pipelines."""
+    """Sends the first call of each plan, as the store would (FCALL of its function,
+    the library verified at the store's start-up), in pipelines."""
     driver = store._driver
+    assert driver.library is not None
     pipe = store.client.pipeline(transaction=False)
     for n, plan in enumerate(plans, 1):
         call = next(plan)
-        script = driver.scripts[call.script]
-        pipe.execute_command(*driver._head(script), *driver._command(call, []))
+        function = driver.library.functions[call.script]
+        pipe.execute_command("FCALL", function, *driver._command(call, []))
         plan.close()
         if n % PIPELINE == 0:
             pipe.execute()

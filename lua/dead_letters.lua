@@ -1,31 +1,42 @@
--- dead_letters: the tenant's dead rows, newest first.
+-- dead_letters: one step of the tenant's dead rows, newest first.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] payloads: agentplane:{<tenant>}:payload
 -- KEYS[3] dead: agentplane:{<tenant>}:event:dead
--- ARGV[1] limit: count, at most this many rows
--- Returns: {"OK", {event row, has payload "1"/"0", payload JSON}, ...}
+-- ARGV[1] room: count, the most rows this step lists
+-- ARGV[2] after: the dead index member of the last row the previous step listed, "" to start
+-- Returns: {"OK" | "MORE", last member, {event row, has payload "1"/"0", payload JSON}, ...}
+--   MORE: the step stopped at its budget of bytes before its room; call again after last
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/events.lua
 
+-- Rows and payloads one step returns, in bytes, at most (past its first row): a
+-- step of payloads at max_payload_bytes stays within the contract's server time.
+local STEP_BYTES = 1048576
+
 return guard(function()
-  local limit = bounded(ARGV[1])
-  local members = redis.call("ZREVRANGE", K.dead, "0", limit - 1)
-  local eids = {}
+  local room, after = bounded(ARGV[1]), ARGV[2]
+  local start = after == "" and "+" or "(" .. after
+  local members = redis.call("ZREVRANGEBYLEX", K.dead, start, "-", "LIMIT", "0", room)
+  local out, size = { "OK", "" }, 0
   for i, m in ipairs(members) do
-    eids[i] = eid_after(m, 0)
-  end
-  -- Read-only: rows go back as stored; Python decodes and checks every field.
-  local rows, payloads = hmget_all(K.events, eids), hmget_all(K.payloads, eids)
-  local out = { "OK" }
-  for i, raw in ipairs(rows) do
-    if not raw or row_state(raw) ~= "dead" then
-      corrupt("index", members[i], "dead index names a row that is not dead")
+    if size >= STEP_BYTES then
+      out[1] = "MORE"
+      break
     end
-    out[i + 1] = { raw, payloads[i] and "1" or "0", payloads[i] or "" }
+    local eid = eid_after(m, 0)
+    local raw = redis.call("HGET", K.events, eid)
+    -- Read-only: rows go back as stored; Python decodes and checks every field.
+    if not raw or row_state(raw) ~= "dead" then
+      corrupt("index", m, "dead index names a row that is not dead")
+    end
+    local payload = redis.call("HGET", K.payloads, eid)
+    out[i + 2] = { raw, payload and "1" or "0", payload or "" }
+    out[2] = m
+    size = size + #raw + (payload and #payload or 0)
   end
   return out
 end)

@@ -19,7 +19,8 @@
 -- ARGV[3] after_effect: its effect
 -- ARGV[4] batch: count, the most sealed marks this step retires
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
--- Returns: {"MORE"} (retired a full batch; call again) | {"LIST", last run, last effect, subscription, ...}
+-- Returns: {"MORE"} (retired a full batch; call again) | {"LIST" | "PART", last run, last effect, subscription, ...}
+--   PART: the listing stopped at its budget of keys before its room; call again after the last
 --   subscription = {run, effect, attributes row, {namespace, value, ...}}
 -- Errors: CORRUPT, REFUSED
 
@@ -28,6 +29,9 @@
 --@include _lib/events.lua
 --@include _lib/waits.lua
 --@include _lib/matching.lua
+
+-- The correlation keys one step lists, at most (past its first wait).
+local LIST_KEYS = 256
 
 return guard(function()
   local room, batch = bounded(ARGV[1]), bounded(ARGV[4])
@@ -61,8 +65,12 @@ return guard(function()
   if ARGV[2] ~= "" then
     start = "(L" .. enc(ARGV[2]) .. enc(ARGV[3])
   end
-  local out = { "LIST", ARGV[2], ARGV[3] }
+  local out, listed = { "LIST", ARGV[2], ARGV[3] }, 0
   for _, m in ipairs(redis.call("ZRANGEBYLEX", K.mark_index, start, "(L\255", "LIMIT", "0", room)) do
+    if listed >= LIST_KEYS then
+      out[1] = "PART"
+      break
+    end
     local wid = string.sub(m, 2)
     local run, effect = wid_parts(wid)
     local attrs = wait_read(wid)
@@ -70,7 +78,9 @@ return guard(function()
       corrupt("mark", wid, "listed mark of an unregistered wait")
     end
     out[2], out[3] = run, effect
-    out[#out + 1] = sub_reply(run, effect, wid, attrs)
+    local sub = sub_reply(run, effect, wid, attrs)
+    out[#out + 1] = sub
+    listed = listed + #sub[4] / 2
   end
   return out
 end)

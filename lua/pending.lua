@@ -7,14 +7,14 @@
 -- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
 -- ARGV[1] limit: count, at most this many timers
 -- Returns: {"OK", {run, effect, timer row}, ...}
--- Errors: CORRUPT, REFUSED
+-- Errors: CORRUPT
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/timers.lua
 
 return guard(function()
-  local members = redis.call("ZRANGE", K.timer_due, "0", bounded(ARGV[1]) - 1)
+  local members = redis.call("ZRANGE", K.timer_due, "0", tonumber(ARGV[1]) - 1)
   local tids = {}
   for i, m in ipairs(members) do
     tids[i] = string.sub(m, INSTANT_WIDTH + 1)

@@ -11,12 +11,16 @@
 -- ARGV[2] reason: the dead-letter reason, verbatim
 -- ARGV[3] batch: count, the most rows this step retires
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
--- Returns: {"OK", rows retired}
+-- Returns: {"OK", rows retired} | {"MORE", rows retired}: the step stopped at its budget; call again
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/events.lua
+
+-- The index bytes one step rewrites, at most (past its first row): a row's index
+-- entries repeat its kind and id for each key, so large rows go fewer a step.
+local SWEEP_BYTES = 262144
 
 return guard(function()
   local older_than, reason, batch = tonumber(ARGV[1]), ARGV[2], bounded(ARGV[3])
@@ -26,13 +30,18 @@ return guard(function()
   for i, m in ipairs(members) do
     eids[i] = eid_after(m, 0)
   end
-  local raws, rows = hmget_all(K.events, eids), {}
+  local raws, rows, size, status = hmget_all(K.events, eids), {}, 0, "OK"
   for i, eid in ipairs(eids) do
+    if size >= SWEEP_BYTES then
+      status = "MORE"
+      break
+    end
     local f = raws[i] and event_parse(eid, raws[i])
     if not f or f[E_STATE] ~= "live" then
       corrupt("index", members[i], "live index names a row that is not live")
     end
     rows[i] = f
+    size = size + 2 * (#raws[i] + (#f - E_KEYS + 1) / 2 * (#f[E_KIND] + #eid))
   end
   -- live -> dead, for the whole batch in a fixed number of calls.
   local acc, written, dead = live_entries(), {}, {}
@@ -48,5 +57,5 @@ return guard(function()
     redis.call("HSET", K.events, unpack(written))
     zadd_all(K.dead, dead)
   end
-  return words("OK", #rows)
+  return words(status, #rows)
 end)

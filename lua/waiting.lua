@@ -4,14 +4,14 @@
 -- KEYS[2] wait_order: agentplane:{<tenant>}:wait:order
 -- ARGV[1] limit: count, at most this many key rows
 -- Returns: {"OK", {run, effect, attributes row, namespace, value}, ...}
--- Errors: CORRUPT, REFUSED
+-- Errors: CORRUPT
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/waits.lua
 
 return guard(function()
-  local limit = bounded(ARGV[1])
+  local limit = tonumber(ARGV[1])
   local members = redis.call("ZRANGE", K.wait_order, "0", limit - 1)
   local parts, wids = {}, {}
   for i, m in ipairs(members) do

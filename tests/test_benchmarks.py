@@ -82,7 +82,12 @@ def test_the_benchmarks_fill_puts_every_structure_past_its_compact_encoding():
         client = redis.Redis.from_url(server.url, decode_responses=True)
         store = RedisStore(client, tenant="acme")
         fill(store, 600)  # past 512 hash and 128 sorted-set entries
-        found = {key: client.object("encoding", key) for key in store.keys.all()}
+        # reply:old exists once a generation of remembered replies is full (1 MiB)
+        found = {
+            key: client.object("encoding", key)
+            for key in store.keys.all()
+            if key != store.keys.key("replies_old")
+        }
     compact = {k: e for k, e in found.items() if e in ("listpack", "ziplist", "intset")}
     assert None not in found.values(), found
     assert not compact, compact

@@ -17,10 +17,13 @@
 -- (acknowledge) remembers nothing.
 --
 -- Remembered replies are bounded per tenant whatever the clients do: they go
--- into the generation K.replies; once it holds REPLY_GENERATION entries it
--- becomes K.replies_old, whose entries are dropped whole (UNLINK frees them in
--- the background). A reply is remembered until at least REPLY_GENERATION
--- newer ones were written, and never more than twice that many are kept.
+-- into the generation K.replies, whose field "" counts the bytes its entries
+-- take (each entry's token and text, and REPLY_ENTRY for the hash's own
+-- bookkeeping); once that reaches REPLY_GENERATION_BYTES the generation
+-- becomes K.replies_old, and the one before is dropped whole (UNLINK frees it
+-- in the background). A tenant's replies take at most about twice
+-- REPLY_GENERATION_BYTES plus its largest single reply, and a reply is
+-- remembered until at least REPLY_GENERATION_BYTES of newer ones were written.
 
 local function corrupt(what, id, detail)
   error({ agentplane_corrupt = what, id = id, detail = detail or "" }, 0)
@@ -54,12 +57,7 @@ local function printable(s)
   end))
 end
 
-local REPLY_GENERATION = 10000
--- The size of the generation is looked at every REPLY_CHECK_EVERY-th writing
--- call (counted per library instance, across tenants; a call sent as a script
--- counts from zero, so it always looks): a generation overshoots by fewer.
-local REPLY_CHECK_EVERY = 64
-local writes = 0
+local REPLY_GENERATION_BYTES, REPLY_ENTRY = 1048576, 64
 -- Where this call's reply holds payloads, each {t, i}: the "has payload" flag at
 -- t[i] and the payload at t[i + 1] (reset by guard; filled by event_reply).
 local WITHHELD = {}
@@ -138,13 +136,9 @@ local function forget(acks)
   redis.call("HDEL", K.replies, unpack(acked))
 end
 
--- The remembered replies, now and then: a full generation becomes the old one.
-local function rotate()
-  writes = writes + 1
-  if writes % REPLY_CHECK_EVERY ~= 1 then
-    return
-  end
-  if redis.call("HLEN", K.replies) >= REPLY_GENERATION then
+-- Counts an entry into the generation; a full generation becomes the old one.
+local function rotate(bytes)
+  if redis.call("HINCRBY", K.replies, "", bytes) >= REPLY_GENERATION_BYTES then
     redis.call("UNLINK", K.replies_old)
     redis.call("RENAME", K.replies, K.replies_old)
   end
@@ -170,7 +164,7 @@ local function remember(res)
     h[1][h[2]], h[1][h[2] + 1] = "1", h[3]
   end
   redis.call("HSET", K.replies, TOKEN, text)
-  rotate()
+  rotate(#TOKEN + #text + REPLY_ENTRY)
   return text
 end
 
