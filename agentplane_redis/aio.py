@@ -32,7 +32,7 @@ class AsyncRedisStore(StoreBase[AsyncDriver, AsyncEvents, AsyncTimers, AsyncRuns
         store = (
             cls.from_url(client, **options) if isinstance(client, str) else cls(client, **options)
         )
-        await store.check()
+        await store._driver.check(again=False)
         return store
 
     async def check(self) -> ServerCheck:

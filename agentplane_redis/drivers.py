@@ -96,6 +96,7 @@ from .server import (
     inspect_server,
     plan_confirmation,
     read_info,
+    shared_verifications,
 )
 from .wire import async_wire_for, wire_for
 
@@ -240,7 +241,8 @@ class _Driver:
         self.lost_reply = LOST_REPLY + CLUSTER_MOVING if self.cluster else LOST_REPLY
         self.scripts: dict[str, LuaScript] = dict(catalogue())
         #: How calls reach their functions (``server.py``).
-        self.ladder = Ladder(library() if functions else None)
+        pool = client if self.cluster else getattr(client, "connection_pool", client)
+        self.ladder = Ladder(library() if functions else None, shared=shared_verifications(pool))
         self._acks: deque[str] = deque()
         self._suspended: list[_Suspended] = []
         self._lock = threading.Lock()
@@ -398,7 +400,7 @@ class SyncDriver(_Driver):
         super().__init__(client, ctx, durability, cluster_patience, functions)
         #: Where calls go packed by the store (``wire.py``); None: through execute_command.
         self._wire = None if self.cluster else wire_for(client)
-        self.server = self.check()
+        self.server = self.check(again=False)
 
     def _owner(self) -> tuple[str, Any]:
         """On a cluster: the name and plain client of the master serving the slot."""
@@ -413,7 +415,10 @@ class SyncDriver(_Driver):
     def _climb(steps: Climb, target: Any, send: Callable[[Send], Any] | None = None) -> Any:
         """Runs a ladder: each Send on ``target`` (a call's through ``send``), each
         reply or ResponseError back to it, until it returns."""
-        step = next(steps)
+        try:
+            step = next(steps)
+        except StopIteration as done:  # nothing to send
+            return done.value
         while True:
             try:
                 reply = send(step) if send and step.call else target.execute_command(*step.head)
@@ -424,11 +429,13 @@ class SyncDriver(_Driver):
             except StopIteration as done:
                 return done.value
 
-    def check(self) -> ServerCheck:
+    def check(self, again: bool = True) -> ServerCheck:
+        """Reads the server's INFO and verifies the library (``again``: even where
+        another store over the same client did so lately)."""
         target = self._admin_target()
         server = self._checked(self._climb(read_info(), target))
         if self.ladder.library is not None:
-            self._climb(self.ladder.verify(self.where()), target)
+            self._climb(self.ladder.verify(self.where(), again), target)
             if self.ladder.library is not None and self.where() not in self.ladder.verified:
                 self._eval(self.scripts["pending_count"], self._command(self._probe(), []))
         return self._with_library(server)
@@ -601,7 +608,10 @@ class AsyncDriver(_Driver):
         steps: Climb, target: Any, send: Callable[[Send], Awaitable[Any]] | None = None
     ) -> Any:
         """Runs a ladder (see SyncDriver._climb), awaiting each Send."""
-        step = next(steps)
+        try:
+            step = next(steps)
+        except StopIteration as done:  # nothing to send
+            return done.value
         while True:
             try:
                 if send and step.call:
@@ -615,13 +625,15 @@ class AsyncDriver(_Driver):
             except StopIteration as done:
                 return done.value
 
-    async def check(self) -> ServerCheck:
+    async def check(self, again: bool = True) -> ServerCheck:
+        """Reads the server's INFO and verifies the library (``again``: even where
+        another store over the same client did so lately)."""
         if self.cluster:
             await self.client.initialize()
         target = self._admin_target()
         self.server = self._checked(await self._climb(read_info(), target))
         if self.ladder.library is not None:
-            await self._climb(self.ladder.verify(self.where()), target)
+            await self._climb(self.ladder.verify(self.where(), again), target)
             if self.ladder.library is not None and self.where() not in self.ladder.verified:
                 await self._eval(self.scripts["pending_count"], self._command(self._probe(), []))
         self.server = self._with_library(self.server)
@@ -703,7 +715,7 @@ class AsyncDriver(_Driver):
 
     async def execute(self, call: Call) -> Any:
         if self.server is None:
-            await self.check()
+            await self.check(again=False)
         acks = self._take_acks(call)
         tail = self._command(call, acks)
         script = self.scripts[call.script]

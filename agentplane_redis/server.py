@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,23 @@ log = logging.getLogger("agentplane_redis")
 #: After a store found the library missing and could not load it, but may send
 #: scripts: how long its calls send scripts before they try ``FCALL`` again, in s.
 SCRIPTS_FOR_S = 1.0
+#: How long a verification holds for the other stores over the same client (its
+#: connection pool), in s: stores made for one call each (a request handler's) read
+#: the library's code (about 100 KB) once a minute, not once a store.
+VERIFIED_FOR_S = 60.0
+#: The verifications each client's stores share: (where, library) -> when.
+_shared: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], float]] = weakref.WeakKeyDictionary()
+
+
+def shared_verifications(owner: Any) -> dict[tuple[str, str], float]:
+    """The verifications shared by the stores over ``owner`` (a client's connection
+    pool); a fresh dict, shared with none, where it cannot be weakly referenced."""
+    try:
+        return _shared.setdefault(owner, {})
+    except TypeError:
+        return {}
+
+
 #: How long the server may take to confirm an acknowledged write, in ms.
 CONFIRM_TIMEOUT_MS = 2000
 INFO_SECTIONS = ("server", "persistence", "replication", "memory")
@@ -146,6 +164,8 @@ class Ladder:
     #: Why the library could not be loaded, until the fallback was warned of.
     refused: str = ""
     warned: bool = False
+    #: Verifications shared with the other stores over the same client.
+    shared: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def call(self, where: str, script: LuaScript) -> Climb:
         """The sends of one operation call, up to its reply (raised if an error)."""
@@ -163,6 +183,7 @@ class Ladder:
                     self.library = None
                     break
                 self.verified.discard(where)
+                self.shared.clear()  # flushed or restarted: every store looks again
         reply = yield Send(("EVALSHA", script.sha), call=True)
         if isinstance(reply, NoScriptError):  # not cached: it never ran
             reply = yield Send(("EVAL", script.source), call=True)
@@ -184,13 +205,20 @@ class Ladder:
             )
         return _result(reply)
 
-    def verify(self, where: str) -> Climb:
+    def verify(self, where: str, again: bool = True) -> Climb:
         """Compares the library on the server with this release's, loading it where it
-        is missing; marks ``where`` verified, or plans the fallback to scripts."""
+        is missing; marks ``where`` verified, or plans the fallback to scripts.
+
+        Without ``again`` (a store's start-up), a verification that another store
+        over the same client made less than ``VERIFIED_FOR_S`` ago holds."""
         lib = self.library
         if lib is None:
             return None
         self.verified.discard(where)
+        seen = None if again else self.shared.get((where, lib.name))
+        if seen is not None and time.monotonic() - seen < VERIFIED_FOR_S:
+            self._verified(where)
+            return None
         for _ in range(2):  # loaded by someone else between our look and our load
             listing = yield Send(("FUNCTION", "LIST", "LIBRARYNAME", lib.name, "WITHCODE"))
             if _unknown_command(listing):
@@ -205,17 +233,18 @@ class Ladder:
             code = library_code(_result(listing), lib.name)
             if code is not None:
                 if code != lib.source:
+                    self.shared.pop((where, lib.name), None)
                     raise LibraryMismatch(
                         f"the Functions library {lib.name} on the server is not the code this"
                         f" release ships: it was replaced. The store will not run it; {HOW_TO_LOAD}"
                         " (which replaces it), and deny FUNCTION to every other user"
                         " (docs/security.md)"
                     )
-                self._verified(where)
+                self._verified(where, shared=True)
                 return None
             loaded = yield Send(("FUNCTION", "LOAD", lib.source))
             if not isinstance(loaded, ResponseError):
-                self._verified(where)
+                self._verified(where, shared=True)
                 return None
             if "already exists" in str(loaded):
                 continue
@@ -230,7 +259,9 @@ class Ladder:
             return None
         return None
 
-    def _verified(self, where: str) -> None:
+    def _verified(self, where: str, shared: bool = False) -> None:
+        if shared and self.library is not None:
+            self.shared[where, self.library.name] = time.monotonic()
         self.verified.add(where)
         self.scripts_until, self.refused, self.warned = 0.0, "", False
 

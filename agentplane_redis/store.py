@@ -288,8 +288,9 @@ class RedisStore(StoreBase[SyncDriver, Events, Timers, Runs]):
 
     def check(self) -> ServerCheck:
         """Reads the server's INFO again and checks it as at construction: refuses an
-        ``allkeys-*`` eviction policy (``ServerMisconfigured``) and, with
-        ``durability="acknowledged"``, a server that cannot confirm
+        ``allkeys-*`` eviction policy (``ServerMisconfigured``), a Functions library
+        whose code is not this release's (``LibraryMismatch``; compared again now)
+        and, with ``durability="acknowledged"``, a server that cannot confirm
         (``DurabilityNotConfirmed``)."""
         self._driver.server = self._driver.check()
         return self._driver.server

@@ -24,7 +24,7 @@ from agentplane_redis import (
     Timer,
     codec,
 )
-from agentplane_redis.codec import MAX_ID_BYTES, MAX_KEYS_LIMIT
+from agentplane_redis.codec import MAX_ID_BYTES, MAX_KEY_BYTES, MAX_KEYS_LIMIT
 
 from helpers import at, data, ev, keys, sub, timer
 
@@ -298,6 +298,46 @@ def test_identifiers_past_their_length_are_refused_before_io(call, long):
     """Every identifier is at most MAX_ID_BYTES bytes of UTF-8 (4 KiB), contract 9.1."""
     with pytest.raises(InvalidInput, match="at most 4096"):
         call(RedisStore(Tripwire(), clock="client"), long)
+
+
+def test_an_events_keys_may_come_to_64_kib_with_what_their_entries_repeat():
+    """Each key counts its namespace, value, and the kind, source and id its index
+    entries repeat (a wait's: kind, run, effect, sender): 64 KiB in all, not a byte more."""
+    per_key = MAX_KEY_BYTES // 64  # 1024: kind, source and id of 100 bytes, ns and value
+    ns = "n" * (per_key - 300 - 362)
+
+    def event(extra: int) -> InboundEvent:
+        correlation = tuple(
+            CorrelationKey(ns, f"{i:0{362 + (extra if i == 0 else 0)}d}") for i in range(64)
+        )
+        return InboundEvent("s" * 100, "i" * 100, "k" * 100, None, correlation)
+
+    assert len(codec.event_args(event(0), 1 << 20)) == 6 + 128
+    with pytest.raises(InvalidInput, match="come to 65537 bytes"):
+        codec.event_args(event(1), 1 << 20)
+    sub = Subscription("r" * 100, "e" * 100, "k" * 100, event(0).correlation)
+    with pytest.raises(InvalidInput, match="the wait's 64 correlation keys"):
+        codec.subscription_args(
+            Subscription(sub.run, sub.effect, sub.kind, sub.correlation, from_source="x")
+        )
+    assert codec.subscription_args(sub)[0] == sub.run
+
+
+def test_every_store_refuses_past_the_bounds_before_io(make, raw):
+    """On every backend, sync and async: a long identifier, too many keys, and keys too
+    many bytes in all are refused, and nothing reaches the tenant's keys."""
+    store = make()
+    many = keys(*[f"k/{i}" for i in range(65)])
+    wide = keys(*[f"{'n' * 1100}/{i}" for i in range(64)])  # 64 keys, past 64 KiB in all
+    for call in (
+        lambda: store.events.buffer(ev(LONG, "k/1"), at=at(0)),
+        lambda: store.events.deliver(InboundEvent("s", "e", "k", None, many), at=at(0)),
+        lambda: store.events.wait(Subscription("r", "w", "k", wide), at=at(0)),
+    ):
+        with pytest.raises(InvalidInput):
+            call()
+    assert store.events.stats().live == 0
+    assert store.events.stats().waits == 0
 
 
 def test_identifiers_at_their_length_are_stored_and_read_back(store):
