@@ -45,7 +45,7 @@ from .model import (
 from .scripts import catalogue
 
 T = TypeVar("T")
-Arg: TypeAlias = "str | int"
+Arg: TypeAlias = "str | int | bytes"
 Plan: TypeAlias = Generator["Call", Any, T]
 Clock: TypeAlias = Literal["server", "client"]
 
@@ -347,7 +347,7 @@ def dead_letters(ctx: Context, limit: int = 100) -> Plan[list[DeadLetter]]:
     payloads are large: a step returns about a MiB at most)."""
     room = codec.listing("limit", limit)
     out: list[DeadLetter] = []
-    after = ""
+    after: bytes | str = ""  # an index member, as received: bytes, not text
     while room > 0:
         asked = min(room, LIST_BATCH)
         reply = yield ctx.call("dead_letters", [asked, after])
@@ -356,7 +356,7 @@ def dead_letters(ctx: Context, limit: int = 100) -> Plan[list[DeadLetter]]:
             event, received, fields = codec.event_row(r[0], r[1], r[2])
             out.append(DeadLetter(event, received, codec.dead_reason(fields[11])))
         room -= len(reply) - 2
-        after = text(reply[1])
+        after = reply[1]
         if status != "MORE" and len(reply) - 2 < asked:
             break
     return out

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from agentplane_redis import AsyncRedisStore, DurabilityNotConfirmed, RedisStore
+from agentplane_redis.server import Ladder
 
 from helpers import at, ev, sub, timer
 
@@ -115,15 +116,14 @@ def test_an_acknowledged_write_whose_library_is_flushed_again_sends_its_script(s
     server = start("valkey", appendonly=True)
     client = redis.Redis.from_url(server.url)
     store = RedisStore(client, tenant="acme", durability="acknowledged")
-    driver = store._driver
-    real = driver._load_on
+    real = Ladder.verify
 
-    def load_then_flushed(target: Any) -> bool:
-        done = real(target)
+    def verify_then_flushed(self: Ladder, where: str, again: bool = True) -> Any:
+        done = yield from real(self, where, again)
         client.function_flush()
         return done
 
-    monkeypatch.setattr(driver, "_load_on", load_then_flushed)
+    monkeypatch.setattr(Ladder, "verify", verify_then_flushed)
     client.function_flush()
     assert store.events.buffer(ev("e1", "k/1"), at=at(0))
     assert not store.events.buffer(ev("e1", "k/1"), at=at(0))
