@@ -60,6 +60,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated subset of " + ",".join(BACKENDS),
     )
     parser.addoption("--soak", action="store_true", help="run the long soak tests too")
+    parser.addoption(
+        "--peers",
+        action="store_true",
+        help="run the drain against arq, saq and bullmq too (installs them from the"
+        " package index into benchmarks/.peers-venv the first time)",
+    )
 
 
 #: A soak run's tests may take this long each (the default run keeps pytest.ini's limit).

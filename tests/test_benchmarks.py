@@ -286,16 +286,19 @@ def test_flatness_reads_each_call_s_tenant_and_a_median_finer_than_a_microsecond
 
 @pytest.mark.real
 def test_the_drain_runs_against_the_ceiling_and_the_peers(request):
-    """Installs arq, saq and bullmq into benchmarks/.peers-venv from the package index
-    the first time. With --soak: the whole suite at its quick sizes."""
+    """The drain next to the trivial-script ceiling. With --peers: against arq, saq
+    and bullmq too, which it installs into benchmarks/.peers-venv from the package
+    index the first time (the default run installs nothing). With --soak: the whole
+    suite at its quick sizes, peers included."""
+    peers = request.config.getoption("--peers") or request.config.getoption("--soak")
     if request.config.getoption("--soak"):
         out = run("suite.py", "--quick", timeout=3000)
     else:
-        out = run("drain.py", "--jobs", "800", "--runs", "1")
+        out = run("drain.py", "--jobs", "800", "--runs", "1", *([] if peers else ["--peers", ""]))
     assert "| trivial script |" in out
     assert "| agentplane-redis, disarm_many |" in out
     for peer in ("arq", "saq", "bullmq"):
-        assert f"| {peer} |" in out
+        assert (f"| {peer} |" in out) == bool(peers)
 
 
 def test_every_single_operation_the_throughput_times_does_its_usual_work(monkeypatch):
