@@ -597,30 +597,65 @@ def timer_id(member: object) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def timer_row(run: str, effect: str, row: object) -> Timer:
-    """A stored timer; its claim, if any, is checked too."""
-    return timer_claim(run, effect, row)[0]
+_ATTRS = re.compile(rb"(\d{1,10})([fc])(.*)", re.DOTALL)
 
 
-def timer_claim(run: str, effect: str, row: object) -> tuple[Timer, int | None, int | None]:
-    """A stored timer, and its claim's claimed_at and lease in ms (None when unclaimed)."""
+def timer_member(member: object, fire_at: object) -> Timer:
+    """A timer from its member (its (run, effect) as two components, then step,
+    "f" or "c", case) and its fire_at, a sorted-set score."""
+    data = raw(member)
+    first = data.find(b"\x00\x01")
+    second = data.find(b"\x00\x01", first + 2) if first >= 0 else -1
+    what = f"timer {data[: max(second, 0) + 2]!r}"
+    try:
+        run, effect = split_components(data[: second + 2]) if second >= 0 else ("", "")
+        attrs = _ATTRS.fullmatch(data, second + 2) if second >= 0 else None
+        case = attrs.group(3).decode("utf-8") if attrs else ""
+    except (ValueError, UnicodeDecodeError):
+        attrs = None
+    if attrs is None:
+        fail_corrupt(what, "not a (run, effect, step, phase, case) member")
     what = f"timer ({run!r}, {effect!r})"
-    f = _fields(what, row, b"t1", 7)
-    fire_at = stored_instant(what, f[1])
-    timer = Timer(
-        run,
-        effect,
-        fire_at,
-        stored_step(what, f[2]),
-        stored_phase(what, f[3]),
-        f[4] or None,
-    )
-    if not (f[5] or f[6]):
-        return timer, None, None
-    claimed = _stored_instant(what, f[5])
-    if not f[6].isdigit() or not f[6].isascii() or int(f[6]) < 1:
-        fail_corrupt(what, f"lease {f[6]!r} is not a positive integer")
-    return timer, claimed, int(f[6])
+    step = int(attrs.group(1))
+    if step > MAX_STEP:
+        fail_corrupt(what, f"step {step} is not in range")
+    phase = Phase.FORWARD if attrs.group(2) == b"f" else Phase.COMPENSATING
+    return Timer(run, effect, to_datetime(_score_ms(what, fire_at)), step, phase, case or None)
+
+
+def _score_ms(what: str, score: object) -> int:
+    """An instant stored as a sorted-set score, in ms (a score arrives as its text)."""
+    if isinstance(score, float) and score.is_integer():
+        value = int(score)
+    else:
+        s = text(score) if not isinstance(score, (int, float)) else str(score)
+        if _DECIMAL.fullmatch(s) is not None:
+            value = int(s)
+        else:
+            try:
+                number = float(s)
+            except ValueError:
+                fail_corrupt(what, f"fire_at {s!r} is not a number")
+            if not number.is_integer():
+                fail_corrupt(what, f"fire_at {s!r} is not whole milliseconds")
+            value = int(number)
+    if not MIN_INSTANT <= value <= MAX_INSTANT:
+        fail_corrupt(what, f"instant {value} out of range")
+    return value
+
+
+def timer_claim(timer: Timer, claim: object) -> tuple[int | None, int | None]:
+    """A timer's last claim, stored as "claimed_at lease": claimed_at and the lease
+    in ms, or (None, None) when it was never claimed."""
+    what = f"timer ({timer.run!r}, {timer.effect!r})"
+    stored = text(claim)
+    if not stored:
+        return None, None
+    at, _, lease = stored.partition(" ")
+    claimed = _stored_instant(what, at)
+    if not lease.isdigit() or not lease.isascii() or int(lease) < 1:
+        fail_corrupt(what, f"lease {lease!r} is not a positive integer")
+    return claimed, int(lease)
 
 
 def row_minter(row: object) -> Operator | None:

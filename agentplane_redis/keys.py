@@ -20,6 +20,7 @@ Encodings (mirrored by ``lua/_lib/codec.lua``):
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -50,16 +51,24 @@ ROLES: dict[str, str] = {
     "mark_index": "mark:index",  # lex   class byte . wid (L listable, B bare, S sealed run)
     # runs
     "seals": "seal",  # hash  run -> sealed_at
-    # timers
-    "timers": "timer",  # hash  tid -> timer row
-    "timer_due": "timer:due",  # lex   fire_at . tid       every timer, soonest first
-    "timer_ready": "timer:ready",  # lex   fire_at . tid       timers claim_due walks
-    "timer_held": "timer:held",  # lex   lease expiry . tid  timers under a lease
-    "timer_run": "timer:run",  # lex   tid = run effect     one run's timers
+    # timers (member = tid . attrs, the same in each sorted set)
+    "timer_walk": "timer:walk",  # score fire_at        unheld timers: claim_due's walk
+    "timer_held": "timer:held",  # score lease expiry   timers under a lease
+    "timer_held_fire": "timer:held:fire",  # score fire_at   the same timers
+    "timer_claims": "timer:claim",  # hash  tid -> "claimed_at lease"
+    "timer_bucket": "timer:<bucket>",  # hash  tid -> attrs   one of TIMER_BUCKETS, by run
     # call tokens of writing scripts
     "replies": "reply",  # hash  token -> reply      replies not yet acknowledged
     "replies_old": "reply:old",  # hash  token -> reply  the generation before
 }
+
+#: Roles whose key depends on the call: the bucket of a run (``TenantKeys.timer_bucket``).
+BUCKETED = frozenset({"timer_bucket"})
+
+#: How many bucket hashes hold a tenant's timer rows. A run's timers share one
+#: bucket (chosen by a hash of the run), and each bucket stays small enough for
+#: the server's compact listpack encoding up to about a million timers.
+TIMER_BUCKETS = 3072
 
 MAX_TENANT_BYTES = 64
 _TENANT_FORBIDDEN = frozenset("/:{}")
@@ -121,8 +130,17 @@ class TenantKeys:
     def key(self, role: str) -> str:
         return f"{self.tag}:{ROLES[role]}"
 
-    def for_roles(self, roles: Sequence[str]) -> list[str]:
-        return [self.key(role) for role in roles]
+    def for_roles(self, roles: Sequence[str], bucket: str = "") -> list[str]:
+        """The keys of ``roles``; a bucketed role is the bucket of the run ``bucket``."""
+        return [self.timer_bucket(bucket) if role in BUCKETED else self.key(role) for role in roles]
+
+    def timer_bucket(self, run: str) -> str:
+        """The bucket hash holding the timers of ``run``."""
+        return f"{self.tag}:timer:{bucket_of(run)}"
+
+    def timer_buckets(self) -> list[str]:
+        """Every timer bucket of the tenant."""
+        return [f"{self.tag}:timer:{n}" for n in range(TIMER_BUCKETS)]
 
     def acl_pattern(self) -> str:
         """The ACL key rule (``~`` and a glob pattern) that matches exactly this
@@ -131,7 +149,13 @@ class TenantKeys:
         return f"~{PREFIX}:{{{glob_escape(self.tenant)}}}:*"
 
     def all(self) -> list[str]:
-        return [self.key(role) for role in ROLES]
+        """Every key of the tenant: the fixed ones, then the buckets."""
+        return [self.key(role) for role in ROLES if role not in BUCKETED] + self.timer_buckets()
+
+
+def bucket_of(run: str) -> int:
+    """The bucket of a run: its SHA-1's first 32 bits, modulo ``TIMER_BUCKETS``."""
+    return int.from_bytes(hashlib.sha1(run.encode("utf-8")).digest()[:4], "big") % TIMER_BUCKETS
 
 
 def component(value: str) -> bytes:

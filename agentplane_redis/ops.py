@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeAlias, TypeVar
 from . import codec
 from .codec import text
 from .errors import InvalidInput
-from .keys import TenantKeys, split_components, validate_tenant
+from .keys import BUCKETED, TenantKeys, component, split_components, validate_tenant
 from .model import (
     Buffered,
     BufferedEvent,
@@ -76,17 +76,26 @@ class Context:
     max_correlation_keys: int = codec.DEFAULT_MAX_KEYS
 
     #: Each script's keys and whether it writes, once looked up.
-    _scripts: dict[str, tuple[tuple[str, ...], bool]] = field(
+    _scripts: dict[str, tuple[tuple[str, ...], bool, int]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
-    def call(self, script: str, args: Sequence[Arg]) -> Call:
-        """One script call; a writing script's call carries a fresh call token."""
+    def call(
+        self, script: str, args: Sequence[Arg], run: str | None = None, more: Sequence[str] = ()
+    ) -> Call:
+        """One script call; a writing script's call carries a fresh call token. A
+        script with a bucketed key gets the bucket of ``run`` there, and ``more``
+        keys after its own."""
         known = self._scripts.get(script)
         if known is None:
-            known = (script_keys(self.keys, script), catalogue()[script].writes)
+            roles = catalogue()[script].roles
+            bucketed = next((i for i, r in enumerate(roles) if r in BUCKETED), -1)
+            known = (script_keys(self.keys, script), catalogue()[script].writes, bucketed)
             self._scripts[script] = known
-        keys, writes = known
+        keys, writes, bucketed = known
+        if bucketed >= 0:
+            bucket = self.keys.timer_bucket(run or "")
+            keys = (*keys[:bucketed], bucket, *keys[bucketed + 1 :], *more)
         return Call(script, keys, tuple(args), new_token() if writes else "")
 
     def at(self, name: str, value: datetime | None) -> str:
@@ -102,6 +111,12 @@ class Context:
 def script_keys(keys: TenantKeys, script: str) -> tuple[str, ...]:
     """The KEYS of one script for one tenant, in its header's order."""
     return tuple(keys.for_roles(catalogue()[script].roles))
+
+
+def bucket_index(script: str) -> int:
+    """The KEYS index (1-based, as the script reads it) of a script's bucket key."""
+    roles = catalogue()[script].roles
+    return next(i for i, r in enumerate(roles, 1) if r in BUCKETED)
 
 
 def new_token() -> str:
@@ -444,7 +459,7 @@ def oldest_live(ctx: Context) -> Plan[datetime | None]:
 def seal(ctx: Context, run: str) -> Plan[bool]:
     """Seal the run; True when newly sealed."""
     args = [ctx.at("at", None), codec.ident("run", run)]
-    return codec.check_status((yield ctx.call("seal", args))) == "NEW"
+    return codec.check_status((yield ctx.call("seal", args, run=args[1]))) == "NEW"
 
 
 def is_sealed(ctx: Context, run: str) -> Plan[bool]:
@@ -457,7 +472,7 @@ def is_sealed(ctx: Context, run: str) -> Plan[bool]:
 def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed]:
     """seal, unsubscribe_run and disarm_run, in one step."""
     args = [ctx.at("at", None), codec.ident("run", run), *codec.effects(unanswered)]
-    reply = yield ctx.call("close", args)
+    reply = yield ctx.call("close", args, run=args[1])
     codec.check_status(reply)
     retired = yield from _retired(ctx, reply)
     return Closed(retired, codec.integer(reply[3]), text(reply[4]) == "1")
@@ -468,7 +483,8 @@ def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed
 
 def arm(ctx: Context, timer: Timer) -> Plan[bool]:
     """Store the timer unless (run, effect) is armed; first arming wins."""
-    reply = yield ctx.call("arm", codec.timer_args(timer))
+    args = codec.timer_args(timer)
+    reply = yield ctx.call("arm", args, run=args[0])
     return codec.check_status(reply) == "NEW"
 
 
@@ -485,22 +501,27 @@ def claim_due(
         return []
     at = str(when) if when is not None else ctx.at("now", None)
     out: list[Timer] = []
-    after: list[str] = ["", "", ""]
+    retire = ""  # a sealed run the walk met: the next step gets its bucket
+    skip = "0"  # entries at the walk's head passed over: leases live for this clock
     while len(out) < want:
-        reply = yield ctx.call("claim_due", [at, want - len(out), lease_ms, TIMER_SCAN, *after])
-        codec.check_status(reply)
-        at = text(reply[1])
-        out += _claimed(reply[6:])
+        args: list[Arg] = [at, want - len(out), lease_ms, TIMER_SCAN, retire, skip]
+        reply = yield ctx.call("claim_due", args, run=retire)
+        status = codec.check_status(reply)
+        at, skip = text(reply[1]), text(reply[4])
+        out += _timers(reply[5:])
+        if status == "RETIRE":
+            retire = text(reply[3])
+            continue
+        retire = ""
         if text(reply[2]) != "1":
             break
-        after = [text(x) for x in reply[3:6]]
     return out
 
 
 def disarm(ctx: Context, run: str, effect: str) -> Plan[bool]:
     """Delete the timer; whether it existed."""
     args = [codec.ident("run", run), codec.ident("effect", effect)]
-    return codec.check_status((yield ctx.call("disarm", args))) == "REMOVED"
+    return codec.check_status((yield ctx.call("disarm", args, run=args[0]))) == "REMOVED"
 
 
 def disarm_many(ctx: Context, timers: Iterable[Timer | tuple[str, str]]) -> Plan[int]:
@@ -519,9 +540,18 @@ def disarm_many(ctx: Context, timers: Iterable[Timer | tuple[str, str]]) -> Plan
         pairs[(codec.ident("run", run), codec.ident("effect", effect))] = None
     order = list(pairs)
     removed = 0
+    first_key = bucket_index("disarm_many")
     for first in range(0, len(order), DISARM_BATCH):
-        args = [part for pair in order[first : first + DISARM_BATCH] for part in pair]
-        reply = yield ctx.call("disarm_many", args)
+        step = order[first : first + DISARM_BATCH]
+        # One key per bucket the step's runs are in: the first run's takes the
+        # script's bucket slot, the others follow its keys.
+        at: dict[str, int] = {}
+        args: list[Arg] = []
+        for run, effect in step:
+            bucket = ctx.keys.timer_bucket(run)
+            args += [at.setdefault(bucket, first_key + len(at)), run, effect]
+        call = ctx.call("disarm_many", args, run=step[0][0], more=list(at)[1:])
+        reply = yield call
         codec.check_status(reply)
         removed += codec.integer(reply[1])
     return removed
@@ -529,7 +559,8 @@ def disarm_many(ctx: Context, timers: Iterable[Timer | tuple[str, str]]) -> Plan
 
 def disarm_run(ctx: Context, run: str) -> Plan[int]:
     """Delete every timer of the run; how many existed."""
-    reply = yield ctx.call("disarm_run", [codec.ident("run", run)])
+    run = codec.ident("run", run)
+    reply = yield ctx.call("disarm_run", [run], run=run)
     codec.check_status(reply)
     return codec.integer(reply[1])
 
@@ -541,14 +572,14 @@ def pending_count(ctx: Context) -> Plan[int]:
     return codec.integer(reply[1])
 
 
-def _timers(rows: Sequence[Any]) -> list[Timer]:
-    return [codec.timer_row(text(r[0]), text(r[1]), r[2]) for r in rows]
+def _timers(flat: Sequence[Any]) -> list[Timer]:
+    """Timers as the scripts answer them: each one's member, then its fire_at."""
+    return [codec.timer_member(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
 
-def _claimed(flat: Sequence[Any]) -> list[Timer]:
-    """Timers as ``claim_due`` answers them: each one's id, then its row (a flat
-    list: half the elements of a list of triples, to convert and to remember)."""
-    return [codec.timer_row(*codec.timer_id(flat[i]), flat[i + 1]) for i in range(0, len(flat), 2)]
+def _soonest(timers: Iterable[Timer]) -> list[Timer]:
+    """Timers in the walk's order: (fire_at, run, effect), strings by bytes."""
+    return sorted(timers, key=lambda t: (t.fire_at, component(t.run), component(t.effect)))
 
 
 def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:
@@ -558,23 +589,25 @@ def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:
         return []
     reply = yield ctx.call("pending", [n])
     codec.check_status(reply)
-    return _timers(reply[1:])
+    return _soonest([*_timers(reply[1]), *_timers(reply[2])])[:n]
 
 
 def armed(ctx: Context, run: str) -> Plan[list[Timer]]:
     """One run's timers, in effect order."""
-    reply = yield ctx.call("armed", [codec.ident("run", run)])
+    run = codec.ident("run", run)
+    reply = yield ctx.call("armed", [run], run=run)
     codec.check_status(reply)
-    return _timers(reply[1:])
+    return sorted(_timers(reply[1:]), key=lambda t: component(t.effect))
 
 
 def lookup_timer(ctx: Context, run: str, effect: str) -> Plan[TimerRecord | None]:
     """One armed timer with its claim (claimed_at, lease); None when it is not armed."""
     run, effect = codec.ident("run", run), codec.ident("effect", effect)
-    reply = yield ctx.call("lookup_timer", [run, effect])
+    reply = yield ctx.call("lookup_timer", [run, effect], run=run)
     if codec.check_status(reply) == "NONE":
         return None
-    timer, claimed, lease = codec.timer_claim(run, effect, reply[1])
+    timer = codec.timer_member(reply[1], reply[2])
+    claimed, lease = codec.timer_claim(timer, reply[3])
     return TimerRecord(
         timer,
         None if claimed is None else codec.to_datetime(claimed),
@@ -584,7 +617,5 @@ def lookup_timer(ctx: Context, run: str, effect: str) -> Plan[TimerRecord | None
 
 def next_due(ctx: Context) -> Plan[datetime | None]:
     """The soonest timer's fire_at, or None."""
-    reply = yield ctx.call("pending", [1])
-    codec.check_status(reply)
-    timers = _timers(reply[1:])
+    timers = yield from pending(ctx, 1)
     return timers[0].fire_at if timers else None

@@ -111,6 +111,10 @@ def async_wire_for(client: Any) -> AsyncWire | None:
 KEEP_FROM = 32
 
 
+#: Packed call heads a wire keeps, at most.
+MAX_PREFIXES = 4096
+
+
 class _Kept:
     """The one connection of a pool kept between calls, by every wire on that pool."""
 
@@ -159,17 +163,21 @@ class Wire:
     def __init__(self, pool: Any) -> None:
         self.pool = pool
         #: For each call head (command, function, key count, keys): how many arguments
-        #: it is and its packed bytes.
+        #: it is and its packed bytes. A script with a bucket key has one per bucket
+        #: it was called with, so the table is emptied when it grows large.
         self._prefixes: dict[tuple[Arg, ...], tuple[int, bytes]] = {}
         self._kept = _kept(pool)
 
     def packed(self, head: tuple[Arg, ...], tail: Sequence[Any]) -> bytes:
         """``*head, *tail`` packed, where ``tail`` starts with the key count and the
         keys, the same on every call with this head."""
-        known = self._prefixes.get(head)
         fixed = 1 + tail[0]
+        whole = (*head, *tail[:fixed])
+        known = self._prefixes.get(whole)
         if known is None:
-            known = self._prefixes[head] = (len(head) + fixed, bulks((*head, *tail[:fixed])))
+            if len(self._prefixes) >= MAX_PREFIXES:
+                self._prefixes.clear()
+            known = self._prefixes[whole] = (len(head) + fixed, bulks(whole))
         count, prefix = known
         rest = tail[fixed:]
         return b"*%d\r\n%b%b" % (count + len(rest), prefix, bulks(rest))

@@ -551,6 +551,7 @@ def main() -> None:
         floor = memory_floor(client, args.items)
         flush(client)
         ours_memory = memory(client, args.items)
+        ours_memory["armed timer"] = ours_memory["armed timer, 20 per run"]
         print(
             f"\n| memory per item, {args.items:,} of each | target | fewest entries,"
             " measured | this library |\n|---|---:|---:|---:|"

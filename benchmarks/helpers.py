@@ -4,7 +4,7 @@
 
 Loads the operations' library (``agentplane_redis.scripts.library()``) under
 a name of its own, with a few functions appended that run one helper 100
-times over a typical input (a timer row, a 16-field event row, a timer id),
+times over a typical input (a 16-field event row, a timer id and member),
 and reads each function's mean server time per call from ``INFO
 commandstats``. Each figure is the helper's cost per run, the empty loop's
 taken off, in microseconds: what reading, checking and writing rows costs a
@@ -23,16 +23,14 @@ from agentplane_redis.embedded import Server
 from agentplane_redis.scripts import catalogue, library
 
 RUNS = 100
-TIMER_ROW = "2:t1,13:1767225600000,1:0,7:forward,0:,13:1767225600200,5:60000,"
 EVENT_ROW = (
     "2:e1,4:live,6:stripe,5:evt_1,15:payment.settled,13:1767225600000,0:,0:,0:,0:,0:,0:,"
     "1:0,1:0,5:order,3:A-1,"
 )
-#: helper -> the Lua it runs RUNS times (ROW, EROW, TID, FIELDS are its inputs).
+#: helper -> the Lua it runs RUNS times (EROW, TID, MEMBER, FIELDS are its inputs).
 PIECES = {
     "empty loop": "",
-    "read a timer row (7 fields)": "local f = unpack_row(ROW)",
-    "read and check a timer row": 'local f = timer_parse("t", ROW)',
+    "read a timer's id and run from its member": "local tid, run = member_tid(MEMBER)",
     "read an event row (16 fields)": "local f = unpack_row(EROW)",
     "read and check an event row": 'local f = event_parse("e", EROW)',
     "write an event row (16 fields)": "local s = pack(FIELDS)",
@@ -53,9 +51,9 @@ def source() -> str:
     names = ", ".join(f'"{role}"' for role in roles)
     keys = ", ".join(f'"agentplane:{{bench}}:{role}"' for role in roles)
     inputs = f"""
-local ROW = {TIMER_ROW!r}
 local EROW = {EVENT_ROW!r}
 local TID = "run-1\\0\\1t-101\\0\\1"
+local MEMBER = TID .. "0f"
 local FIELDS = {{ "e1", "live", "stripe", "evt_1", "payment.settled", "1767225600000", "", "", "",
   "", "", "", "0", "0", "order", "A-1" }}
 local KEYS18 = {{ {keys} }}

@@ -18,8 +18,8 @@ redis``), fills a tenant with ``--rows`` rows per structure, and measures:
   them: how many of its calls took over 1 ms too, where the host took the CPU
   away from the server rather than a script taking long;
 * **memory per item** beyond its payload: ``used_memory`` grown by ``--items``
-  buffered events, armed timers and registered waits, each in a tenant of
-  its own;
+  buffered events, armed timers (1 and 20 per run) and registered waits, each
+  in a tenant of its own (``memory.py``, which measures several sizes);
 * **throughput through the Python store**: calls per second of every single
   operation (each that acts on one event, wait, timer or run, or answers a
   count) on one connection, as a ratio of a trivial ``EVALSHA`` issued the
@@ -31,7 +31,6 @@ redis``), fills a tenant with ``--rows`` rows per structure, and measures:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -307,23 +306,10 @@ def unlogged(client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]
 
 
 def memory(client: redis.Redis, items: int) -> dict[str, float]:
-    client.config_set("slowlog-log-slower-than", -1)  # its entries would count
-    client.slowlog_reset()
-    payload = len(json.dumps(PAYLOAD, separators=(",", ":")))
-    kinds: dict[str, Callable[[RedisStore, int], Any]] = {
-        "buffered event (beyond payload)": lambda s, i: s.events.buffer(event(i), at=at(i)),
-        "armed timer": lambda s, i: s.timers.arm(Timer(f"run-{i % 500}", f"t-{i}", at(i))),
-        "registered wait": lambda s, i: s.events.subscribe(wait(i), at=at(i)),
-    }
-    out = {}
-    for name, add in kinds.items():
-        store = RedisStore(client, tenant=f"memory-{len(out)}")
-        before = int(client.info("memory")["used_memory"])
-        for i in range(items):
-            add(store, i)
-        grown = int(client.info("memory")["used_memory"]) - before
-        out[name] = grown / items - (payload if name.startswith("buffered") else 0)
-    return out
+    """Bytes per item of each kind at one size (``memory.py`` has several)."""
+    import memory as by_size  # noqa: PLC0415 - it imports this module
+
+    return {name: sizes[items] for name, sizes in by_size.memory(client, [items]).items()}
 
 
 #: Where each single operation's items are numbered from, so that no two

@@ -1,12 +1,11 @@
--- armed: one run's timers, in effect order.
+-- armed: one run's timers (Python puts them in effect order).
 --
--- KEYS[1] timers: agentplane:{<tenant>}:timer
--- KEYS[2] timer_due: agentplane:{<tenant>}:timer:due
--- KEYS[3] timer_ready: agentplane:{<tenant>}:timer:ready
--- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
+-- KEYS[1] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[2] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[3] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[4] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- ARGV[1] run: the run
--- Returns: {"OK", {run, effect, timer row}, ...}
+-- Returns: {"OK", member, fire_at, ...}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua
@@ -14,9 +13,5 @@
 --@include _lib/timers.lua
 
 return guard(function()
-  local out = { "OK" }
-  for _, t in ipairs(run_timers(ARGV[1])) do
-    out[#out + 1] = timer_reply(t.tid, t.f)
-  end
-  return out
+  return timers_reply(run_timers(ARGV[1]), { "OK" })
 end)

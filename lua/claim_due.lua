@@ -1,101 +1,114 @@
 -- claim_due: one bounded step of claiming due timers under a lease, soonest first.
 --
 -- KEYS[1] seals: agentplane:{<tenant>}:seal
--- KEYS[2] timers: agentplane:{<tenant>}:timer
--- KEYS[3] timer_due: agentplane:{<tenant>}:timer:due
--- KEYS[4] timer_ready: agentplane:{<tenant>}:timer:ready
--- KEYS[5] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[6] timer_run: agentplane:{<tenant>}:timer:run
+-- KEYS[2] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[3] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[4] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[5] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[6] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- KEYS[7] replies: agentplane:{<tenant>}:reply
 -- KEYS[8] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] now: instant ms, "" reads the server clock
 -- ARGV[2] room: count, the most timers this step claims
 -- ARGV[3] lease: ms, the lease of each claim
 -- ARGV[4] budget: count, the most entries this step examines
--- ARGV[5] after_fire: instant ms of the last timer examined by the previous step, "" to start
--- ARGV[6] after_run: its run
--- ARGV[7] after_effect: its effect
--- Returns: {"OK", now, more "1"/"0", last fire_at, last run, last effect, then tid, timer row for each timer claimed}
+-- ARGV[5] retire: the sealed run whose bucket timer_bucket is, "" for none
+-- ARGV[6] skip: count, entries at the walk's head that earlier steps of this call passed over
+-- Returns: {"OK" | "RETIRE", now, more "1"/"0", run to retire or "", skip, then member, fire_at for each timer claimed}
+--   RETIRE: the walk met a timer of a sealed run other than ARGV[5]; call again with that run's bucket
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
 --@include _lib/timers.lua
 
+-- Whether a claim "claimed_at lease" is live at now.
+local function live(claim, now)
+  local at, lease = string.match(claim, "^(%-?%d+) (%d+)$")
+  if not at then
+    corrupt("timer", claim, "bad claim")
+  end
+  return tonumber(at) + tonumber(lease) > now
+end
+
 return guard(function()
   local now, room, lease, budget = instant_arg(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), bounded(ARGV[4])
-  local bound = "(" .. instant_key(now + 1)
+  local retire, skip = ARGV[5], tonumber(ARGV[6])
+  local now_text = decimal(now)
   -- Leases lapsed by now return to the walk first, so it sees every claimable timer.
-  local lapsed = redis.call("ZRANGEBYLEX", K.timer_held, "-", bound, "LIMIT", "0", budget)
+  local lapsed = redis.call("ZRANGEBYSCORE", K.timer_held, "-inf", now_text, "LIMIT", "0", budget)
   if #lapsed > 0 then
-    local tids, ready = {}, {}
+    local fires, back = redis.call("ZMSCORE", K.timer_held_fire, unpack(lapsed)), {}
     for i, m in ipairs(lapsed) do
-      tids[i] = string.sub(m, INSTANT_WIDTH + 1)
-    end
-    for i, f in ipairs(timers_read(tids, lapsed)) do
-      ready[i] = due_member(tids[i], f)
+      if not fires[i] then
+        corrupt("index", m, "a held timer has no fire_at")
+      end
+      back[2 * i - 1], back[2 * i] = fires[i], m
     end
     zrem_all(K.timer_held, lapsed)
-    zadd_all(K.timer_ready, ready)
+    zrem_all(K.timer_held_fire, lapsed)
+    for first = 1, #back, CHUNK do
+      redis.call("ZADD", K.timer_walk, unpack(back, first, math.min(first + CHUNK - 1, #back)))
+    end
     if #lapsed == budget then
-      return { "OK", decimal(now), "1", ARGV[5], ARGV[6], ARGV[7] }
+      return { "OK", now_text, "1", "", ARGV[6] }
     end
   end
-  local start = "-"
-  if ARGV[5] ~= "" then
-    start = "(" .. instant_key(tonumber(ARGV[5])) .. enc(ARGV[6]) .. enc(ARGV[7])
-  end
-  -- The walk examines no more entries than the step has room for: a small page
-  -- reads no rows it cannot hand out (a timer passed over, or retired, leaves
-  -- the walk full and the step asks for another).
+  -- The walk examines no more entries than the step has room for: an entry
+  -- examined leaves the walk (claimed or retired), unless its last claim's lease
+  -- is live for this caller's clock (taken by a caller whose clock runs ahead,
+  -- and restored by another): it is passed over, and the next step skips it.
   local reach = math.min(budget, room)
-  local walked = redis.call("ZRANGEBYLEX", K.timer_ready, start, bound, "LIMIT", "0", reach)
+  local walked = redis.call("ZRANGEBYSCORE", K.timer_walk, "-inf", now_text, "WITHSCORES", "LIMIT", skip, reach)
+  local n = #walked / 2
   local tids, runs = {}, {}
-  for i, m in ipairs(walked) do
-    tids[i] = string.sub(m, INSTANT_WIDTH + 1)
-    runs[i] = wid_run(tids[i])
+  for i = 1, n do
+    tids[i], runs[i] = member_tid(walked[2 * i - 1])
   end
-  -- Rows are fetched in one command and read only as the walk reaches them: a
-  -- page with little room left reads no more than it hands out.
-  local raws, sealed = hmget_all(K.timers, tids), hmget_all(K.seals, runs)
-  local out = { "OK", decimal(now), "0", "", "", "" }
-  -- What every timer claimed here gets: its claim, and its place in timer_held.
-  local claimed_at, lease_ms, held_key = decimal(now), decimal(lease), instant_key(now + lease)
-  local written, taken, held, retired, last, last_fire = {}, {}, {}, {}, 0, nil
-  for i = 1, #walked do
-    if #taken == room then
-      break
-    end
-    local f = timer_indexed(tids[i], raws[i], walked[i])
-    last, last_fire = i, f[T_FIRE]
+  local sealed = n > 0 and redis.call("HMGET", K.seals, unpack(runs)) or {}
+  local last = n > 0 and redis.call("HMGET", K.timer_claims, unpack(tids)) or {}
+  local out = { "OK", now_text, "0", "", "" }
+  local taken, held, held_fire, claims, retired, examined = {}, {}, {}, {}, {}, 0
+  local expiry, claim = decimal(now + lease), now_text .. " " .. decimal(lease)
+  for i = 1, n do
+    local m, fire = walked[2 * i - 1], walked[2 * i]
     if sealed[i] then
-      -- A sealed run's timer is retired, held or not, and does not count.
-      retired[#retired + 1] = { tid = tids[i], f = f }
-    elseif f[T_CLAIMED] == "" or tonumber(f[T_CLAIMED]) + tonumber(f[T_LEASE]) <= now then
-      f[T_CLAIMED], f[T_LEASE] = claimed_at, lease_ms
-      local row = timer_pack(f)
-      written[#written + 1] = tids[i]
-      written[#written + 1] = row
-      taken[#taken + 1] = walked[i]
-      held[#held + 1] = held_key .. tids[i]
-      out[#out + 1] = tids[i]
-      out[#out + 1] = row
+      -- A sealed run's timer is retired and does not count; its row is in its
+      -- run's bucket, which this step may write only if it was given.
+      if runs[i] ~= retire then
+        out[1], out[4] = "RETIRE", runs[i]
+        break
+      end
+      retired[#retired + 1] = { tid = tids[i], m = m }
+    elseif last[i] and live(last[i], now) then
+      skip = skip + 1
+    else
+      local k, o = 2 * #taken, #out
+      taken[#taken + 1] = m
+      held[k + 1], held[k + 2] = expiry, m
+      held_fire[k + 1], held_fire[k + 2] = fire, m
+      claims[k + 1], claims[k + 2] = tids[i], claim
+      out[o + 1], out[o + 2] = m, decimal(tonumber(fire))
     end
-    -- Otherwise a lease live for this caller's clock (taken by a caller whose
-    -- clock runs ahead) is passed over; the cursor resumes after it.
+    examined = i
   end
-  -- Written only now: a corrupt row met on the walk leaves nothing written.
-  if #retired > 0 then
-    timers_delete(retired)
+  for _, t in ipairs(retired) do
+    redis.call("HDEL", K.timer_bucket, t.tid)
+    redis.call("HDEL", K.timer_claims, t.tid)
+    redis.call("ZREM", K.timer_walk, t.m)
   end
   if #taken > 0 then
-    redis.call("HSET", K.timers, unpack(written))
-    zrem_all(K.timer_ready, taken)
-    zadd_all(K.timer_held, held)
+    zrem_all(K.timer_walk, taken)
+    for first = 1, #held, CHUNK do
+      local last = math.min(first + CHUNK - 1, #held)
+      redis.call("ZADD", K.timer_held, unpack(held, first, last))
+      redis.call("ZADD", K.timer_held_fire, unpack(held_fire, first, last))
+      redis.call("HSET", K.timer_claims, unpack(claims, first, last))
+    end
   end
-  if #walked == reach and #taken < room then
-    out[3], out[4] = "1", decimal(tonumber(last_fire))
-    out[5], out[6] = wid_parts(tids[last])
+  if out[1] == "OK" and examined == reach and #taken < room then
+    out[3] = "1"
   end
+  out[5] = decimal(skip)
   return out
 end)

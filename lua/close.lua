@@ -17,11 +17,11 @@
 -- KEYS[15] marks: agentplane:{<tenant>}:mark
 -- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[17] seals: agentplane:{<tenant>}:seal
--- KEYS[18] timers: agentplane:{<tenant>}:timer
--- KEYS[19] timer_due: agentplane:{<tenant>}:timer:due
--- KEYS[20] timer_ready: agentplane:{<tenant>}:timer:ready
--- KEYS[21] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[22] timer_run: agentplane:{<tenant>}:timer:run
+-- KEYS[18] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[19] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[20] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[21] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[22] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- KEYS[23] replies: agentplane:{<tenant>}:reply
 -- KEYS[24] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock

@@ -1,10 +1,10 @@
--- disarm: delete a timer and its index entries, whoever holds it.
+-- disarm: delete a timer and its entries, whoever holds it.
 --
--- KEYS[1] timers: agentplane:{<tenant>}:timer
--- KEYS[2] timer_due: agentplane:{<tenant>}:timer:due
--- KEYS[3] timer_ready: agentplane:{<tenant>}:timer:ready
--- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
+-- KEYS[1] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[2] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[3] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[4] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[5] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- KEYS[6] replies: agentplane:{<tenant>}:reply
 -- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the timer's run
@@ -19,10 +19,22 @@
 
 return guard(function()
   local tid = enc(ARGV[1]) .. enc(ARGV[2])
-  local f = timer_read(tid)
-  if not f then
+  local attrs = redis.call("HGET", K.timer_bucket, tid)
+  if not attrs then
     return words("NONE")
   end
-  timer_delete(tid, f)
+  local m = timer_member(tid, attrs)
+  local unheld = redis.call("ZSCORE", K.timer_walk, m)
+  if not unheld and not redis.call("ZSCORE", K.timer_held, m) then
+    corrupt("index", tid, "a timer's row is in no walk")
+  end
+  redis.call("HDEL", K.timer_bucket, tid)
+  if unheld then
+    redis.call("ZREM", K.timer_walk, m)
+  else
+    redis.call("ZREM", K.timer_held, m)
+    redis.call("ZREM", K.timer_held_fire, m)
+  end
+  redis.call("HDEL", K.timer_claims, tid)
   return words("REMOVED")
 end)

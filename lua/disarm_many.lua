@@ -1,13 +1,13 @@
 -- disarm_many: delete many timers in one step, whoever holds them (a batch completion).
 --
--- KEYS[1] timers: agentplane:{<tenant>}:timer
--- KEYS[2] timer_due: agentplane:{<tenant>}:timer:due
--- KEYS[3] timer_ready: agentplane:{<tenant>}:timer:ready
--- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
--- KEYS[6] replies: agentplane:{<tenant>}:reply
--- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
--- ARGV[1..] timers: (run, effect) pairs, each at most once
+-- KEYS[1] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[2] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[3] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[4] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[5] replies: agentplane:{<tenant>}:reply
+-- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[7] timer_bucket: agentplane:{<tenant>}:timer:<bucket>, then the other buckets of the timers' runs
+-- ARGV[1..] timers: (bucket, run, effect) triples, each timer at most once; bucket is the index in KEYS of its run's bucket
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK", timers removed}
 -- Errors: CORRUPT, REFUSED
@@ -17,20 +17,23 @@
 --@include _lib/timers.lua
 
 return guard(function()
-  local tids = {}
-  if #ARGV > 2 * STEP_MAX then
+  if #ARGV > 3 * STEP_MAX then
     refuse("more than " .. STEP_MAX .. " timers")
-  end
-  for i = 1, #ARGV - 1, 2 do
-    tids[#tids + 1] = enc(ARGV[i]) .. enc(ARGV[i + 1])
   end
   -- Every row is read and checked before the first write.
   local gone = {}
-  for i, raw in ipairs(hmget_all(K.timers, tids)) do
-    if raw then
-      gone[#gone + 1] = { tid = tids[i], f = timer_parse(tids[i], raw) }
+  for i = 1, #ARGV - 2, 3 do
+    local at = tonumber(ARGV[i])
+    local key = at and at >= 7 and at == math.floor(at) and KEYS[at]
+    if not key then
+      refuse("no bucket key at " .. ARGV[i])
+    end
+    local tid = enc(ARGV[i + 1]) .. enc(ARGV[i + 2])
+    local attrs = redis.call("HGET", key, tid)
+    if attrs then
+      gone[#gone + 1] = { tid = tid, m = timer_member(tid, attrs), bucket = key }
     end
   end
-  timers_delete(gone)
+  timers_delete(timers_checked(gone))
   return words("OK", #gone)
 end)

@@ -1,10 +1,10 @@
 -- disarm_run: delete every timer of one run.
 --
--- KEYS[1] timers: agentplane:{<tenant>}:timer
--- KEYS[2] timer_due: agentplane:{<tenant>}:timer:due
--- KEYS[3] timer_ready: agentplane:{<tenant>}:timer:ready
--- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[5] timer_run: agentplane:{<tenant>}:timer:run
+-- KEYS[1] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[2] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[3] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[4] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[5] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- KEYS[6] replies: agentplane:{<tenant>}:reply
 -- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the run

@@ -1,16 +1,25 @@
 -- lookup_timer: one armed timer, with its claim.
 --
--- KEYS[1] timers: agentplane:{<tenant>}:timer
+-- KEYS[1] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[2] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[3] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[4] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- ARGV[1] run: the timer's run
 -- ARGV[2] effect: the timer's effect
--- Returns: {"TIMER", timer row} | {"NONE"}
--- Errors: none
+-- Returns: {"TIMER", member, fire_at, claim "claimed_at lease" or ""} | {"NONE"}
+-- Errors: CORRUPT
 
 --@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/timers.lua
 
-local row = redis.call("HGET", K.timers, enc(ARGV[1]) .. enc(ARGV[2]))
-if not row then
-  return { "NONE" }
-end
--- Read-only: the row goes back as stored; Python decodes and checks it.
-return { "TIMER", row }
+return guard(function()
+  local tid = enc(ARGV[1]) .. enc(ARGV[2])
+  local attrs = redis.call("HGET", K.timer_bucket, tid)
+  if not attrs then
+    return { "NONE" }
+  end
+  local out = timers_reply({ { tid = tid, m = timer_member(tid, attrs) } }, { "TIMER" })
+  out[4] = redis.call("HGET", K.timer_claims, tid) or ""
+  return out
+end)

@@ -8,11 +8,11 @@
 -- KEYS[6] marks: agentplane:{<tenant>}:mark
 -- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[8] seals: agentplane:{<tenant>}:seal
--- KEYS[9] timers: agentplane:{<tenant>}:timer
--- KEYS[10] timer_due: agentplane:{<tenant>}:timer:due
--- KEYS[11] timer_ready: agentplane:{<tenant>}:timer:ready
--- KEYS[12] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[13] timer_run: agentplane:{<tenant>}:timer:run
+-- KEYS[9] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[10] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[11] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[12] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[13] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- KEYS[14] replies: agentplane:{<tenant>}:reply
 -- KEYS[15] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
@@ -32,6 +33,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from agentplane_redis import RedisStore, Resumed, Timer
+from agentplane_redis.keys import bucket_of
 
 from helpers import ev, sub
 
@@ -154,27 +156,51 @@ class Audit:
         for wid in ledger:
             assert wid in marks, "a wait holding a claim is not parked"
 
-    def timers(self) -> None:
-        rows = self.h("timer")
-        due, ready, held, by_run = (
-            self.z("timer:due"),
-            self.z("timer:ready"),
-            self.z("timer:held"),
-            self.z("timer:run"),
+    def scored(self, suffix: str) -> dict[bytes, float]:
+        return dict(self.c.zrange(self.p + suffix, 0, -1, withscores=True))
+
+    def buckets(self) -> dict[bytes, dict[bytes, bytes]]:
+        """Each timer bucket's rows, by bucket key."""
+        keys = self.c.scan_iter(
+            match=self.p.replace("{", "[{]").replace("}", "[}]") + "timer:[0-9]*"
         )
-        assert by_run == set(rows), "timer:run disagrees with the rows"
-        want_due, seen = set(), set()
-        for tid, raw in rows.items():
-            f = netstrings(raw)
-            assert f[0] == b"t1" and len(f) == 7 and f[3] in (b"forward", b"compensating"), raw
-            member = instant(f[1]) + tid
-            want_due.add(member)
-            in_ready = member in ready
-            in_held = bool(f[5]) and instant(int(f[5]) + int(f[6])) + tid in held
-            assert in_ready != in_held, f"timer in {'both' if in_ready else 'neither'}: {raw!r}"
-            seen.add(member if in_ready else instant(int(f[5]) + int(f[6])) + tid)
-        assert due == want_due, "timer:due disagrees with the rows"
-        assert ready | held == seen, "timer:ready or timer:held names a timer that is gone"
+        return {k: self.c.hgetall(k) for k in keys}
+
+    def timers(self) -> None:
+        walk, held, held_fire = (
+            self.scored("timer:walk"),
+            self.scored("timer:held"),
+            self.scored("timer:held:fire"),
+        )
+        claims = self.h("timer:claim")
+        seen = set()
+        for key, rows in self.buckets().items():
+            for tid, attrs in rows.items():
+                parts = tid.split(TERM)
+                assert len(parts) == 3 and not parts[2], f"bad timer id {tid!r}"
+                run = parts[0].replace(b"\x00\xff", b"\x00").decode()
+                assert key == self.p.encode() + b"timer:%d" % bucket_of(run), (
+                    "timer in another bucket"
+                )
+                member = tid + attrs
+                assert re.fullmatch(rb"\d+[fc].*", attrs, re.DOTALL), attrs
+                in_walk, in_held = member in walk, member in held
+                assert in_walk != in_held, (
+                    f"timer in {'both' if in_walk else 'neither'}: {member!r}"
+                )
+                assert in_held == (member in held_fire), (
+                    f"held timer without its fire_at: {member!r}"
+                )
+                if in_held:
+                    at, lease = claims[tid].split(b" ")
+                    assert held[member] == int(at) + int(lease), (
+                        f"held until another time: {member!r}"
+                    )
+                seen.add(member)
+        assert set(walk) | set(held) == seen, "timer:walk or timer:held names a timer that is gone"
+        assert set(claims) <= {m[: m.index(TERM, m.index(TERM) + 2) + 2] for m in seen}, (
+            "a claim without its timer"
+        )
 
 
 # ---------------------------------------------------------------- the load
@@ -319,7 +345,8 @@ def check_log(lines: list[dict[str, Any]], client: redis.Redis, tenant: str) -> 
     present = {netstrings(client.hget(p + "event", k))[3].decode() for k in rows}
     lost = stored - present
     assert not lost, f"acknowledged events lost: {sorted(lost)[:5]}"
-    timers = {tuple(x.decode() for x in k.split(TERM)[:2]) for k in client.hkeys(p + "timer")}
+    bucketed = Audit(client, tenant).buckets().values()
+    timers = {tuple(x.decode() for x in k.split(TERM)[:2]) for rows in bucketed for k in rows}
     missing = {tm for tm in armed - gone if tm[0] not in closed} - timers
     assert not missing, f"acknowledged timers lost: {sorted(missing)[:5]}"
     for tm, spans in claims.items():

@@ -154,7 +154,7 @@ MULTI_STEP: dict[str, tuple[Any, Any, Any]] = {
     "claim_due": (
         lambda s: [s.timers.arm(timer("r", f"t{i:03}", i)) for i in range(100)],
         lambda s: s.timers.claim_due(now=at(1000), limit=1000, lease=timedelta(hours=1)),
-        lambda s: s.client.zcard(s.keys.key("timer_ready")) == 0,
+        lambda s: s.client.zcard(s.keys.key("timer_walk")) == 0,
     ),
     "parked_waits": (
         lambda s: (

@@ -42,6 +42,30 @@ def assert_rows(out: str, *rows: str) -> None:
 
 
 @pytest.mark.real
+def test_memory_prints_each_kind_at_each_size_next_to_its_target():
+    """memory.py: bytes per item of each kind at each size, its target, and the
+    ratio of the smallest size's figure to the largest's."""
+    out = run("memory.py", "--server", "valkey", "--sizes", "200,600")
+    rows = {
+        line.split(" | ")[0][2:]: line.split(" | ")[1:]
+        for line in out.splitlines()
+        if line.startswith("| ") and not line.startswith("| bytes")
+    }
+    assert set(rows) == {
+        "armed timer, 1 per run",
+        "armed timer, 20 per run",
+        "registered wait",
+        "buffered event (beyond payload)",
+    }
+    for cells in rows.values():
+        small, large, target, ratio = cells[0], cells[1], cells[2], cells[3].rstrip(" |")
+        assert float(small) > 0
+        assert float(large) > 0
+        assert int(target) > 0
+        assert float(ratio) == pytest.approx(float(small) / float(large), abs=0.02)
+
+
+@pytest.mark.real
 def test_targets_prints_every_figure_next_to_its_ceiling():
     out = run("targets.py", "--rows", "200", "--items", "300", "--calls", "100")
     assert_rows(
@@ -54,7 +78,8 @@ def test_targets_prints_every_figure_next_to_its_ceiling():
         "| trivial script, among them: longest call |",
         "| trivial script, among them: calls over 1 ms, of 200 |",  # after each life
         "| buffered event (beyond payload) |",
-        "| armed timer |",
+        "| armed timer, 1 per run |",
+        "| armed timer, 20 per run |",
         "| registered wait |",
         "| trivial EVALSHA (calls/s) |",
         "| deliver (resumes a wait) |",  # every single operation, not a sample of them
@@ -65,9 +90,10 @@ def test_targets_prints_every_figure_next_to_its_ceiling():
 
 @pytest.mark.real
 def test_the_benchmarks_fill_puts_every_structure_past_its_compact_encoding():
-    """The measured calls find each of the tenant's keys in the encoding a tenant of
-    its size has (a hash table, a skiplist), none in a listpack that costs a scan of
-    its entries per entry written."""
+    """The measured calls find each of the tenant's fixed keys in the encoding a
+    tenant of its size has (a hash table, a skiplist), none in a listpack that costs
+    a scan of its entries per entry written. (Timer buckets are small listpacks by
+    design: docs/keys.md.)"""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         from targets import fill
@@ -83,10 +109,11 @@ def test_the_benchmarks_fill_puts_every_structure_past_its_compact_encoding():
         store = RedisStore(client, tenant="acme")
         fill(store, 600)  # past 512 hash and 128 sorted-set entries
         # reply:old exists once a generation of remembered replies is full (1 MiB)
+        buckets = set(store.keys.timer_buckets())
         found = {
             key: client.object("encoding", key)
             for key in store.keys.all()
-            if key != store.keys.key("replies_old")
+            if key != store.keys.key("replies_old") and key not in buckets
         }
     compact = {k: e for k, e in found.items() if e in ("listpack", "ziplist", "intset")}
     assert None not in found.values(), found
@@ -131,7 +158,7 @@ def test_helpers_times_the_library_s_own_lua():
     out = run("helpers.py", "--calls", "50", "--rounds", "1")
     assert_rows(
         out,
-        "| read and check a timer row |",
+        "| read a timer's id and run from its member |",
         "| read and check an event row |",
         "| write an event row (16 fields) |",
         "| split a timer id into run and effect |",

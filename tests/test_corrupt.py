@@ -168,29 +168,49 @@ def test_corruption_is_reported_through_a_decoding_client():
         store.events.minter("s\x00", "i\x00")
 
 
-@pytest.mark.parametrize(
-    ("index", "value"),
-    [(1, b"soon"), (2, b"-1"), (3, b"Compensating"), (5, b"12"), (6, b"0"), (0, b"t2")],
-)
-def test_a_damaged_timer_is_refused(store, raw, index, value):
-    """Bad fire_at, step, phase, or half a claim: CorruptRow from every timer operation."""
+@pytest.mark.parametrize("attrs", [b"soon", b"-1f", b"0x", b"", b"1c"])
+def test_a_damaged_timer_row_is_refused(store, raw, attrs):
+    """A bucket row whose attributes are not step, phase, case, or are not those of
+    the timer's walk entry: CorruptRow from every operation that reads it, and
+    nothing written."""
     from helpers import timer
 
     store.timers.arm(timer("r", "t", 0))
-    key, tid = store.keys.key("timers"), tuple_member(("r", "t"))
-    fields = unpack_row(raw.hget(key, tid))
-    fields[index] = value
-    raw.hset(key, tid, pack_row(fields))
+    store.timers.arm(timer("r", "u", 0))
+    store.timers.claim_due(now=at(0), limit=1)  # one held, one not
+    for effect in ("t", "u"):
+        key, tid = store.keys.timer_bucket("r"), tuple_member(("r", effect))
+        kept = raw.hget(key, tid)
+        raw.hset(key, tid, attrs)
+        before = snapshot(raw)
+        for call in (
+            lambda: store.timers.armed("r"),
+            lambda e=effect: store.timers.lookup("r", e),
+            lambda e=effect: store.timers.disarm("r", e),
+            lambda: store.timers.disarm_run("r"),
+            lambda e=effect: store.timers.disarm_many([("r", e)]),
+            lambda: store.runs.close("r"),
+            lambda: store.runs.seal("r"),
+        ):
+            with pytest.raises(CorruptRow):
+                call()
+            assert snapshot(raw) == before
+        raw.hset(key, tid, kept)
+
+
+@pytest.mark.parametrize("tail", [b"x", b"-1f", b"f", b"99999999999f"])
+def test_a_damaged_walk_entry_is_refused(store, raw, tail):
+    """A walk member whose attributes are not step, phase, case: CorruptRow from the
+    operations that read the walk, and nothing written."""
+    from helpers import timer
+
+    store.timers.arm(timer("r", "t", 0))
+    walk = store.keys.key("timer_walk")
+    member = raw.zrange(walk, 0, 0)[0]
+    raw.zrem(walk, member)
+    raw.zadd(walk, {tuple_member(("r", "t")) + tail: 0})
     before = snapshot(raw)
-    for call in (
-        store.timers.pending,
-        lambda: store.timers.armed("r"),
-        lambda: store.timers.claim_due(now=at(10)),
-        lambda: store.timers.disarm("r", "t"),
-        lambda: store.timers.disarm_run("r"),
-        lambda: store.timers.disarm_many([("r", "t")]),
-        lambda: store.runs.close("r"),
-    ):
+    for call in (store.timers.pending, lambda: store.timers.claim_due(now=at(10))):
         with pytest.raises(CorruptRow):
             call()
         assert snapshot(raw) == before
@@ -198,17 +218,17 @@ def test_a_damaged_timer_is_refused(store, raw, index, value):
 
 def test_a_corrupt_timer_after_a_sealed_one_leaves_the_walk_unwritten(store, raw):
     """claim_due retires a sealed run's timers and claims others in one step; a corrupt
-    row met later on the same walk is refused before either is written."""
+    member met later on the same walk is refused before either is written."""
     from helpers import timer
 
     store.timers.arm(timer("sealed", "t", 0))
     store.timers.arm(timer("r", "ok", 1))
     store.timers.arm(timer("r", "bad", 2))
     store.runs.seal("sealed")
-    key = store.keys.key("timers")
-    fields = unpack_row(raw.hget(key, tuple_member(("r", "bad"))))
-    fields[3] = b"Forward"
-    raw.hset(key, tuple_member(("r", "bad")), pack_row(fields))
+    walk, bad = store.keys.key("timer_walk"), tuple_member(("r", "bad"))
+    score = raw.zscore(walk, bad + b"0f")
+    raw.zrem(walk, bad + b"0f")
+    raw.zadd(walk, {bad + b"0F": score})
     before = snapshot(raw)
     with pytest.raises(CorruptRow):
         store.timers.claim_due(now=at(10))
@@ -224,31 +244,23 @@ def test_a_timer_id_that_is_not_utf8_is_reported_by_the_claim(store, raw):
     from helpers import timer
 
     store.timers.arm(timer("r", "t", 0))
+    walk = store.keys.key("timer_walk")
     good, bad = tuple_member(("r", "t")), b"r\xfe\x00\x01t\x00\x01"
-    for role in ("timers", "timer_due", "timer_ready", "timer_run"):
-        key = store.keys.key(role)
-        if raw.type(key) == b"hash":
-            raw.hset(key, bad, raw.hget(key, good))
-            raw.hdel(key, good)
-        else:
-            for member in raw.zrange(key, 0, -1):
-                raw.zrem(key, member)
-                raw.zadd(key, {member.replace(good, bad): 0})
-    with pytest.raises(CorruptRow, match="timer id"):
+    raw.zrem(walk, good + b"0f")
+    raw.zadd(walk, {bad + b"0f": 0})
+    with pytest.raises(CorruptRow, match="timer"):
         store.timers.claim_due(now=at(10))
 
 
 @pytest.mark.parametrize("tid", [b"junk", b"r\x00\x01", b"r\x00\x01t\x00\x01x"])
 def test_a_walked_timer_member_that_is_not_an_id_is_refused(store, raw, tid):
     """A member of the claim walk whose id is not (run, effect) is refused as
-    CorruptRow before anything is written, whether or not a row stands under it."""
+    CorruptRow before anything is written."""
     from helpers import timer
 
     store.timers.arm(timer("r", "t", 0))
-    member = raw.zrange(store.keys.key("timer_ready"), 0, 0)[0]
-    raw.zadd(store.keys.key("timer_ready"), {member[:16] + tid: 0})
-    raw.hset(store.keys.key("timers"), tid, raw.hget(store.keys.key("timers"), member[16:]))
+    raw.zadd(store.keys.key("timer_walk"), {tid: 0})
     before = snapshot(raw)
-    with pytest.raises(CorruptRow, match="bad member"):
+    with pytest.raises(CorruptRow, match="bad timer member"):
         store.timers.claim_due(now=at(10))
     assert snapshot(raw) == before

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import agentplane_redis
 from agentplane_redis import ops
-from agentplane_redis.keys import ROLES, TenantKeys
+from agentplane_redis.keys import BUCKETED, ROLES, TIMER_BUCKETS, TenantKeys
 from agentplane_redis.scripts import catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,11 +23,13 @@ def test_the_script_table_matches_the_headers():
 
 
 def test_every_key_is_documented():
-    """Each role's suffix and role name appear in the key table; the count is right."""
+    """Each role's suffix and role name appear in the key table; the counts are right."""
     for role, suffix in ROLES.items():
         assert f"| `{suffix}` ({role}) |" in KEYS_DOC
-    assert f"fixed set of {len(ROLES)} keys" in KEYS_DOC
-    assert len(TenantKeys("t").all()) == len(ROLES)
+    fixed = len(set(ROLES) - BUCKETED)
+    assert f"fixed set of {fixed} keys" in KEYS_DOC
+    assert f"up to {TIMER_BUCKETS:,} **timer buckets**" in KEYS_DOC
+    assert len(TenantKeys("t").all()) == fixed + TIMER_BUCKETS
 
 
 def test_the_bounds_table_matches_the_constants():

@@ -29,7 +29,7 @@ from redis.retry import Retry
 from agentplane_redis import AsyncRedisStore, OutcomeUnknown, RedisStore, acl
 from agentplane_redis.drivers import ACK_BATCH
 from agentplane_redis.embedded import Cluster, Server, ServerUnavailable
-from agentplane_redis.keys import ROLES
+from agentplane_redis.keys import BUCKETED, ROLES
 from agentplane_redis.scripts import catalogue
 
 from conftest import KINDS, Blocking
@@ -133,7 +133,17 @@ NOT_COMPARED = {"seals", "replies"}
 
 
 def data_by_role(raw: Any, store: Any) -> dict[str, Any]:
-    return {role: raw.dump(store.keys.key(role)) for role in ROLES if role not in NOT_COMPARED}
+    """Each role's key dumped; the timer buckets, each that exists, by key."""
+    found = {
+        role: raw.dump(store.keys.key(role))
+        for role in ROLES
+        if role not in NOT_COMPARED and role not in BUCKETED
+    }
+    tag = store.keys.acl_pattern()[1:-1]
+    for key in raw.scan_iter(match=tag + "timer:[0-9]*"):
+        name = key.decode() if isinstance(key, bytes) else key
+        found[name.rsplit(":", 1)[1]] = raw.dump(key)
+    return found
 
 
 class Rig:

@@ -128,7 +128,9 @@ def test_keys_are_bound_once_by_role_in_header_order(name):
     script = load(lua_root(), name)
     bound = re.findall(r"^  ([a-z_]+) = KEYS\[(\d+)\],$", script.source, re.M)
     assert [(r, str(i)) for i, r in enumerate(script.roles, 1)] == bound
-    assert script.source.count("KEYS[") == len(script.roles) * 2  # header + binding
+    # header + binding; disarm_many also reads the further bucket keys its header names
+    further = 1 if name == "disarm_many" else 0
+    assert script.source.count("KEYS[") == len(script.roles) * 2 + further
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

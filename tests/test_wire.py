@@ -55,7 +55,7 @@ def test_the_fixed_head_is_packed_once_and_the_rest_per_call():
         pack(("FCALL", "f", 2, "k1", "k2", "tok", "a")),
         pack(("FCALL", "f", 2, "k1", "k2", "tok2", "b", "c")),
     ]
-    assert list(w._prefixes) == [head]
+    assert list(w._prefixes) == [(*head, 2, "k1", "k2")]
 
 
 def test_which_clients_get_a_wire():

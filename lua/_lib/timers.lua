@@ -1,154 +1,150 @@
--- Timers: rows and indexes.
+-- Timers: one walk entry and one bucket row each.
 --
--- A timer "tid" = enc(run) . enc(effect) has a row (tag "t1", fire_at, step,
--- phase, case, claimed_at, lease ms; "" for none) and sits in timer_due
--- (every timer, by fire_at) and timer_run (by tid). An unheld timer, or one
--- whose lease has lapsed, sits in timer_ready, which claim_due walks; a timer
--- under a lease sits in timer_held by lease expiry instead, so a backlog of held
--- timers costs a sweep nothing until their leases lapse.
+-- A timer "tid" = enc(run) . enc(effect) has attributes "attrs" = step, then
+-- "f" (forward) or "c" (compensating), then its case ("" for none): "0f",
+-- "12cpay". Its member is tid . attrs, the same in every sorted set below (the
+-- tid is self-delimiting, so members of equal score sort by (run, effect)).
+--
+-- * timer_bucket, one of the tenant's bucket hashes (the client picks it from
+--   a hash of the run, so that a run's timers share one): tid -> attrs. Small
+--   enough to stay in the compact listpack encoding; the run's index.
+-- * timer_walk: member -> fire_at (ms). Every unheld timer; claim_due walks it.
+-- * timer_held: member -> lease expiry (claimed_at + lease), and
+--   timer_held_fire: member -> fire_at, for the timers under a lease (out of
+--   the walk: a backlog of held timers costs a sweep nothing until their
+--   leases lapse; a lapsed one returns to the walk).
+-- * timer_claims: tid -> "claimed_at lease" of the last claim, kept until the
+--   timer is disarmed.
 
-local T_FIRE, T_STEP, T_PHASE, T_CASE, T_CLAIMED, T_LEASE = 2, 3, 4, 5, 6, 7
-
--- A stored timer row's fields, checked (corruption aborts the script): the
--- whole check, which timer_parse falls back to.
-local function timer_parse_checked(tid, raw)
-  local f = unpack_row(raw)
-  local ok = f and #f == 7 and f[1] == "t1" and is_instant(f[T_FIRE]) and is_step(f[T_STEP])
-    and is_phase(f[T_PHASE])
-  if ok and (f[T_CLAIMED] ~= "" or f[T_LEASE] ~= "") then
-    ok = is_instant(f[T_CLAIMED]) and string.find(f[T_LEASE], "^%d+$") ~= nil and #f[T_LEASE] <= 15
-      and tonumber(f[T_LEASE]) >= 1
-  end
-  if not ok then
-    corrupt("timer", tid, "bad timer row")
-  end
-  return f
+-- The attributes of a timer from its arguments (step, phase, case).
+local function timer_attrs(step, phase, case)
+  return step .. (phase == "compensating" and "c" or "f") .. case
 end
 
--- The usual row read with two pattern matches instead of a call into C per
--- field (the hottest read of claim_due): the fields as timer_parse_checked
--- reads them, or nil when the row is not in the usual form (then the whole
--- check decides).
-local function timer_fields(raw)
-  local L = LENGTH
-  local fire, step, phase, at, n =
-    usual_fields(raw, "^2:t1,(%d+:)(%-?%d+),(%d+:)(%d+),(%d+:)(%l+),(%d+:)()")
-  if not fire then
-    return nil
+-- The member of one tid read from its bucket; corrupt when the attrs are not.
+local function timer_member(tid, attrs)
+  local digits = string.match(attrs, "^(%d+)[fc]")
+  if not digits or #digits > 10 then
+    corrupt("timer", tid, "bad timer attributes")
   end
-  local case = string.sub(raw, at, at + n - 1)
-  local kl, claimed, ll, lease = string.match(raw, "^,(%d+:)(%-?%d*),(%d+:)(%d*),$", at + n)
-  if not kl or (L[#claimed] or length_colon(#claimed)) ~= kl
-    or (L[#lease] or length_colon(#lease)) ~= ll then
-    return nil
-  end
-  -- What the patterns leave to check: the ranges (a number of at most 13
-  -- characters is in range without converting it), the phase, and a claim's
-  -- two halves.
-  if (#fire > 13 and not is_instant(fire)) or (#step > 9 and not is_step(step)) then
-    return nil
-  end
-  if phase ~= "forward" and phase ~= "compensating" then
-    return nil
-  end
-  if (claimed ~= "" or lease ~= "")
-    and not (is_instant(claimed) and #lease <= 15 and string.find(lease, "[1-9]")) then
-    return nil
-  end
-  return { "t1", fire, step, phase, case, claimed, lease }
+  return tid .. attrs
 end
 
-local function timer_parse(tid, raw)
-  return timer_fields(raw) or timer_parse_checked(tid, raw)
+-- Whether member m is one of run's (its tid starts with enc(run)).
+local function of_run(prefix, field)
+  return string.sub(field, 1, #prefix) == prefix
 end
 
--- A timer row's text: pack's, as one concatenation.
-local function timer_pack(f)
-  local L, a, b, c, d, e, g, h = LENGTH, f[1], f[2], f[3], f[4], f[5], f[6], f[7]
-  return (L[#a] or length_colon(#a)) .. a .. "," .. (L[#b] or length_colon(#b)) .. b .. ","
-    .. (L[#c] or length_colon(#c)) .. c .. "," .. (L[#d] or length_colon(#d)) .. d .. ","
-    .. (L[#e] or length_colon(#e)) .. e .. "," .. (L[#g] or length_colon(#g)) .. g .. ","
-    .. (L[#h] or length_colon(#h)) .. h .. ","
-end
-
-local function timer_read(tid)
-  local raw = redis.call("HGET", K.timers, tid)
-  return raw and timer_parse(tid, raw) or nil
-end
-
--- The checked row of a timer an index entry (member) names; corrupt when it is gone.
-local function timer_indexed(tid, raw, member)
-  if not raw then
-    corrupt("index", member, "timer index names a timer that is gone")
-  end
-  return timer_parse(tid, raw)
-end
-
--- The checked rows of many timers, read in one call.
-local function timers_read(tids, members)
-  local rows = {}
-  for i, raw in ipairs(hmget_all(K.timers, tids)) do
-    rows[i] = timer_indexed(tids[i], raw, members[i])
-  end
-  return rows
-end
-
-local function due_member(tid, f)
-  return instant_key_of(f[T_FIRE]) .. tid
-end
-
-local function held_member(tid, f)
-  return instant_key(tonumber(f[T_CLAIMED]) + tonumber(f[T_LEASE])) .. tid
-end
-
--- Deletes many timers ({tid, f} each) with one command per structure.
-local function timers_delete(timers)
-  local tids, dues, held = {}, {}, {}
-  for i, t in ipairs(timers) do
-    tids[i], dues[i] = t.tid, due_member(t.tid, t.f)
-    if t.f[T_CLAIMED] ~= "" then
-      held[#held + 1] = held_member(t.tid, t.f)
+-- Which of the members ms are unheld (in the walk): a list of booleans, the
+-- others checked to be held (a member in neither is corrupt).
+local function unheld_of(ms)
+  local walk = redis.call("ZMSCORE", K.timer_walk, unpack(ms))
+  local held = redis.call("ZMSCORE", K.timer_held, unpack(ms))
+  for i, m in ipairs(ms) do
+    if not walk[i] and not held[i] then
+      corrupt("index", m, "a timer's row is in no walk")
     end
   end
-  call_all("HDEL", K.timers, tids)
-  call_all("ZREM", K.timer_due, dues)
-  call_all("ZREM", K.timer_ready, dues)
-  call_all("ZREM", K.timer_held, held)
-  call_all("ZREM", K.timer_run, tids)
+  return walk
 end
 
--- The same for one timer, one command per structure.
-local function timer_delete(tid, f)
-  local due = due_member(tid, f)
-  redis.call("HDEL", K.timers, tid)
-  redis.call("ZREM", K.timer_due, due)
-  redis.call("ZREM", K.timer_ready, due)
-  if f[T_CLAIMED] ~= "" then
-    redis.call("ZREM", K.timer_held, held_member(tid, f))
+-- Marks each timer ({tid, m} each) unheld or not (t.unheld), checking that it
+-- is in the walk or held: what a script reads before its first write.
+local function timers_checked(timers)
+  if #timers == 0 then
+    return timers
   end
-  redis.call("ZREM", K.timer_run, tid)
+  local ms = {}
+  for i, t in ipairs(timers) do
+    ms[i] = t.m
+  end
+  local walk = unheld_of(ms)
+  for i, t in ipairs(timers) do
+    t.unheld = walk[i] and true or false
+  end
+  return timers
 end
 
-local function timer_reply(tid, f)
-  local run, effect = wid_parts(tid)
-  return { run, effect, timer_pack(f) }
-end
-
--- The run's timers in effect order, checked: a list of {tid, f}.
+-- The run's timers in its bucket, checked (timers_checked): a list of {tid, m, unheld}.
 local function run_timers(run)
-  local tids, out = with_prefix(K.timer_run, enc(run)), {}
-  for i, f in ipairs(timers_read(tids, tids)) do
-    out[i] = { tid = tids[i], f = f }
+  local prefix, out = enc(run), {}
+  local flat = redis.call("HGETALL", K.timer_bucket)
+  for i = 1, #flat, 2 do
+    if of_run(prefix, flat[i]) then
+      out[#out + 1] = { tid = flat[i], m = timer_member(flat[i], flat[i + 1]) }
+    end
+  end
+  return timers_checked(out)
+end
+
+-- Deletes checked timers (timers_checked; each with its bucket in t.bucket or
+-- K.timer_bucket) and their entries.
+local function timers_delete(timers)
+  if #timers == 0 then
+    return
+  end
+  local tids, unheld, held, by_bucket, buckets = {}, {}, {}, {}, {}
+  for i, t in ipairs(timers) do
+    tids[i] = t.tid
+    if t.unheld then
+      unheld[#unheld + 1] = t.m
+    else
+      held[#held + 1] = t.m
+    end
+    local bucket = t.bucket or K.timer_bucket
+    if not by_bucket[bucket] then
+      by_bucket[bucket], buckets[#buckets + 1] = {}, bucket
+    end
+    local list = by_bucket[bucket]
+    list[#list + 1] = t.tid
+  end
+  for _, bucket in ipairs(buckets) do
+    call_all("HDEL", bucket, by_bucket[bucket])
+  end
+  call_all("HDEL", K.timer_claims, tids)
+  zrem_all(K.timer_walk, unheld)
+  zrem_all(K.timer_held, held)
+  zrem_all(K.timer_held_fire, held)
+end
+
+-- A timer's fire_at: its walk score, or its held one.
+local function timer_fire(m)
+  return redis.call("ZSCORE", K.timer_walk, m) or redis.call("ZSCORE", K.timer_held_fire, m)
+end
+
+-- {member, fire_at} of each timer, for a reply; corrupt when one is in no set.
+local function timers_reply(timers, out)
+  for _, t in ipairs(timers) do
+    local fire = timer_fire(t.m)
+    if not fire then
+      corrupt("index", t.tid, "a timer's row is in no walk")
+    end
+    out[#out + 1] = t.m
+    out[#out + 1] = decimal(tonumber(fire))
   end
   return out
 end
 
--- Puts a sealed run's held timers back in the walk, where claim_due retires them.
+-- Puts a sealed run's held timers (checked) back in the walk, where claim_due
+-- retires them.
 local function expose_timers(timers)
   for _, t in ipairs(timers) do
-    if t.f[T_CLAIMED] ~= "" then
-      redis.call("ZREM", K.timer_held, held_member(t.tid, t.f))
-      redis.call("ZADD", K.timer_ready, "0", due_member(t.tid, t.f))
+    local fire = not t.unheld and redis.call("ZSCORE", K.timer_held_fire, t.m)
+    if fire then
+      redis.call("ZREM", K.timer_held, t.m)
+      redis.call("ZREM", K.timer_held_fire, t.m)
+      redis.call("ZADD", K.timer_walk, fire, t.m)
     end
   end
+end
+
+-- The tid a member begins with, and its run; corrupt when it is not a member.
+local function member_tid(m)
+  local first = string.find(m, TERM, 1, true)
+  local second = first and string.find(m, TERM, first + 2, true)
+  local digits = second and string.match(m, "^(%d+)[fc]", second + 2)
+  if not digits or #digits > 10 then
+    corrupt("timer", m, "bad timer member")
+  end
+  return string.sub(m, 1, second + 1), unescape(string.sub(m, 1, first - 1))
 end
