@@ -35,7 +35,7 @@ from .errors import (
     LibraryError,
     ServerMisconfigured,
 )
-from .keys import PREFIX
+from .keys import PREFIX, locate_event, locate_timer, locate_wait, timer_attrs
 from .model import DeadLetter, Subscription, Timer
 from .scripts import catalogue
 from .scripts import library as this_release
@@ -462,6 +462,52 @@ def show_wait(obj: Context, run: str, effect: str) -> None:
 def show_timer(obj: Context, run: str, effect: str) -> None:
     """A timer by (run, effect): when it fires, and its claim."""
     record(obj, obj.store().timers.lookup(run, effect), f"timer ({run!r}, {effect!r})")
+
+
+@main.group("locate")
+def locate_group() -> None:
+    """The redis-cli commands that read one event, wait or timer."""
+
+
+def print_commands(obj: Context, lines: list[str]) -> None:
+    obj.emit({"commands": [line.split("   # ")[0] for line in lines]}, "\n".join(lines))
+
+
+@locate_group.command("event")
+@click.argument("source")
+@click.argument("event_id")
+@click.pass_obj
+@guarded
+def locate_event_command(obj: Context, source: str, event_id: str) -> None:
+    """An event's row and payload, by (source, id)."""
+    print_commands(obj, locate_event(obj.store().keys, source, event_id))
+
+
+@locate_group.command("wait")
+@click.argument("run")
+@click.argument("effect")
+@click.pass_obj
+@guarded
+def locate_wait_command(obj: Context, run: str, effect: str) -> None:
+    """A wait's attributes, key rows, mark and claim, by (run, effect)."""
+    print_commands(obj, locate_wait(obj.store().keys, run, effect))
+
+
+@locate_group.command("timer")
+@click.argument("run")
+@click.argument("effect")
+@click.pass_obj
+@guarded
+def locate_timer_command(obj: Context, run: str, effect: str) -> None:
+    """A timer's bucket row, fire time and claim, by (run, effect); the fire time
+    needs its attributes, which an armed timer's lookup gives."""
+    store = obj.store()
+    found = store.timers.lookup(run, effect)
+    attrs = None
+    if found is not None:
+        t = found.timer
+        attrs = timer_attrs(t.step, t.phase.value, t.case)
+    print_commands(obj, locate_timer(store.keys, run, effect, attrs))
 
 
 # ---------------------------------------------------------------- changing

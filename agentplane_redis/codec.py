@@ -604,12 +604,12 @@ def timer_member(member: object, fire_at: object) -> Timer:
     """A timer from its member (its (run, effect) as two components, then step,
     "f" or "c", case) and its fire_at, a sorted-set score."""
     data = raw(member)
-    first = data.find(b"\x00\x01")
-    second = data.find(b"\x00\x01", first + 2) if first >= 0 else -1
-    what = f"timer {data[: max(second, 0) + 2]!r}"
+    first = data.find(b" ")
+    second = data.find(b" ", first + 1) if first >= 0 else -1
+    what = f"timer {data[: max(second, 0) + 1]!r}"
     try:
-        run, effect = split_components(data[: second + 2]) if second >= 0 else ("", "")
-        attrs = _ATTRS.fullmatch(data, second + 2) if second >= 0 else None
+        run, effect = split_components(data[: second + 1]) if second >= 0 else ("", "")
+        attrs = _ATTRS.fullmatch(data, second + 1) if second >= 0 else None
         case = attrs.group(3).decode("utf-8") if attrs else ""
     except (ValueError, UnicodeDecodeError):
         attrs = None

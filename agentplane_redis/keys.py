@@ -8,10 +8,11 @@ cannot drift from the keys Python passes.
 
 Encodings (mirrored by ``lua/_lib/codec.lua``):
 
-* a **component** is a string's UTF-8 bytes with NUL written ``00 FF``, then the
-  terminator ``00 01``. A tuple is its components concatenated. This is
-  injective and order-preserving: tuples compare field by field, by bytes, a
-  proper prefix first.
+* a **component** is a string's UTF-8 bytes, each byte 0x00..0x21 (controls,
+  space and ``!``) written ``!`` and the byte plus 0x40, then the terminator, a
+  space. A tuple is its components concatenated: ``stripe evt_1 ``. This is
+  injective and order-preserving (tuples compare field by field, by bytes, a
+  proper prefix first), and reads as text.
 * an **instant** in a member is ``ms + 10**15`` as 16 zero-padded decimal
   digits, so byte order is time order for every instant a ``datetime`` holds
   (negative ones included).
@@ -21,6 +22,7 @@ Encodings (mirrored by ``lua/_lib/codec.lua``):
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -158,9 +160,30 @@ def bucket_of(run: str) -> int:
     return int.from_bytes(hashlib.sha1(run.encode("utf-8")).digest()[:4], "big") % TIMER_BUCKETS
 
 
+#: The bytes a component writes escaped: controls, space (its terminator) and "!".
+_ESCAPED = re.compile(rb"[\x00-\x21]")
+_ESCAPE = re.compile(rb"!(.)", re.DOTALL)
+
+
 def component(value: str) -> bytes:
-    """One order-preserving, self-delimiting component."""
-    return value.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
+    """One order-preserving, self-delimiting component: the string's UTF-8 with each
+    byte 0x00..0x21 written ``!`` and the byte plus 0x40, then a space."""
+    data = value.encode("utf-8")
+    if _ESCAPED.search(data) is None:
+        return data + b" "
+    return _ESCAPED.sub(lambda m: b"!" + bytes([m.group()[0] + 0x40]), data) + b" "
+
+
+_BODY = re.compile(rb"(?:[^\x00-\x21]|![\x40-\x61])*")
+
+
+def _unescaped(body: bytes) -> bytes:
+    """The bytes a component's body stands for; ValueError where no component has it."""
+    if b"!" not in body and _ESCAPED.search(body) is None:
+        return body
+    if _BODY.fullmatch(body) is None:
+        raise ValueError(f"not a component's body: {body!r}")
+    return _ESCAPE.sub(lambda m: bytes([m.group(1)[0] - 0x40]), body)
 
 
 def tuple_member(parts: Iterable[str]) -> bytes:
@@ -173,11 +196,11 @@ def split_components(member: bytes) -> list[str]:
     out: list[str] = []
     pos = 0
     while pos < len(member):
-        end = member.find(b"\x00\x01", pos)
+        end = member.find(b" ", pos)
         if end < 0:
             raise ValueError(f"unterminated component in {member!r}")
-        out.append(member[pos:end].replace(b"\x00\xff", b"\x00").decode("utf-8"))
-        pos = end + 2
+        out.append(_unescaped(member[pos:end]).decode("utf-8"))
+        pos = end + 1
     return out
 
 
@@ -249,3 +272,64 @@ def _unpack_row_by_lengths(raw: bytes) -> list[bytes] | None:
         out.append(raw[colon + 1 : end])
         pos = end + 1
     return out
+
+
+def timer_attrs(step: int, phase: str, case: str | None) -> bytes:
+    """A timer's attributes as its bucket row and member hold them."""
+    return b"%d%s%s" % (step, b"c" if phase == "compensating" else b"f", (case or "").encode())
+
+
+def shell_word(value: str | bytes) -> str:
+    """``value`` as one word of a POSIX shell: in single quotes where it is printable
+    ASCII, else in bash's ``$'...'`` with each other byte as ``\\xNN``."""
+    data = value.encode("utf-8") if isinstance(value, str) else value
+    if all(0x20 <= b < 0x7F for b in data):
+        return "'" + data.decode("ascii").replace("'", "'\\''") + "'"
+    out = []
+    for b in data:
+        if 0x20 <= b < 0x7F and b not in b"'\\":
+            out.append(chr(b))
+        else:
+            out.append(f"\\x{b:02x}")
+    return "$'" + "".join(out) + "'"
+
+
+def redis_cli(*words: str | bytes) -> str:
+    """A ``redis-cli`` command line that sends exactly these words."""
+    return " ".join(["redis-cli", *(shell_word(w) for w in words)])
+
+
+def locate_event(keys: TenantKeys, source: str, id: str) -> list[str]:
+    """The redis-cli commands that read one event's row and payload."""
+    eid = event_id(source, id)
+    return [
+        redis_cli("HGET", keys.key("events"), eid) + "   # its row",
+        redis_cli("HGET", keys.key("payloads"), eid) + "   # its payload",
+    ]
+
+
+def locate_wait(keys: TenantKeys, run: str, effect: str) -> list[str]:
+    """The redis-cli commands that read one wait's attributes, key rows and mark."""
+    wid = tuple_member((run, effect))
+    return [
+        redis_cli("HGET", keys.key("waits"), wid) + "   # its attributes",
+        redis_cli("ZRANGEBYLEX", keys.key("wait_keys"), b"[" + wid, b"(" + wid + b"\xff")
+        + "   # its key rows",
+        redis_cli("HGET", keys.key("marks"), wid) + "   # parked since (ms), if parked",
+        redis_cli("HGET", keys.key("ledger"), wid) + "   # the event it holds, if any",
+    ]
+
+
+def locate_timer(keys: TenantKeys, run: str, effect: str, attrs: bytes | None) -> list[str]:
+    """The redis-cli commands that read one timer: its bucket row and, given its
+    attributes, its fire time (in the walk, or held) and its last claim."""
+    tid = tuple_member((run, effect))
+    lines = [redis_cli("HGET", keys.timer_bucket(run), tid) + "   # its attributes"]
+    if attrs is not None:
+        member = tid + attrs
+        lines += [
+            redis_cli("ZSCORE", keys.key("timer_walk"), member) + "   # fire_at (ms), unheld",
+            redis_cli("ZSCORE", keys.key("timer_held_fire"), member) + "   # fire_at (ms), held",
+            redis_cli("HGET", keys.key("timer_claims"), tid) + "   # last claim: at, lease (ms)",
+        ]
+    return lines

@@ -35,7 +35,7 @@ EVENT_ROW = (
 TIMER_ROW = b"2:t1,13:1767225600000,1:0,7:forward,0:,13:1767225600100,5:30000,"
 STEP = [b"OK", INSTANT, b"1", b"", b"", b""]
 for _i in range(16):
-    STEP += [b"run-%d\x00\x01t-%d\x00\x01" % (_i, _i), TIMER_ROW]
+    STEP += [b"run-%d t-%d " % (_i, _i), TIMER_ROW]
 #: name -> (the reply as a list, whether it is of words)
 SHAPES: dict[str, tuple[list[bytes], bool]] = {
     "a status (`buffer`, `arm`, `disarm`)": ([b"NEW"], True),

@@ -38,7 +38,7 @@ from agentplane_redis.keys import bucket_of
 from helpers import ev, sub
 
 PREFIX = "agentplane:{%s}:"
-TERM = b"\x00\x01"
+TERM = b" "
 
 
 # ---------------------------------------------------------------- decoding
@@ -56,7 +56,11 @@ def netstrings(raw: bytes) -> list[bytes]:
 
 
 def comp(s: bytes) -> bytes:
-    return s.replace(b"\x00", b"\x00\xff") + TERM
+    return re.sub(rb"[\x00-\x21]", lambda m: b"!" + bytes([m.group()[0] + 0x40]), s) + TERM
+
+
+def uncomp(body: bytes) -> bytes:
+    return re.sub(rb"!(.)", lambda m: bytes([m.group(1)[0] - 0x40]), body, flags=re.DOTALL)
 
 
 def instant(ms: bytes | int) -> bytes:
@@ -133,7 +137,7 @@ class Audit:
             at, head = m[-16:], m[:-16]
             parts = head.split(TERM)[:-1]
             assert len(parts) == 4, m
-            run, effect = (x.replace(b"\x00\xff", b"\x00") for x in parts[:2])
+            run, effect = (uncomp(x) for x in parts[:2])
             wid = comp(run) + comp(effect)
             nv = head[len(wid) :]
             assert wid in waits, "a key row of an unregistered wait"
@@ -178,7 +182,7 @@ class Audit:
             for tid, attrs in rows.items():
                 parts = tid.split(TERM)
                 assert len(parts) == 3 and not parts[2], f"bad timer id {tid!r}"
-                run = parts[0].replace(b"\x00\xff", b"\x00").decode()
+                run = uncomp(parts[0]).decode()
                 assert key == self.p.encode() + b"timer:%d" % bucket_of(run), (
                     "timer in another bucket"
                 )
@@ -198,7 +202,7 @@ class Audit:
                     )
                 seen.add(member)
         assert set(walk) | set(held) == seen, "timer:walk or timer:held names a timer that is gone"
-        assert set(claims) <= {m[: m.index(TERM, m.index(TERM) + 2) + 2] for m in seen}, (
+        assert set(claims) <= {m[: m.index(TERM, m.index(TERM) + 1) + 1] for m in seen}, (
             "a claim without its timer"
         )
 
@@ -346,7 +350,9 @@ def check_log(lines: list[dict[str, Any]], client: redis.Redis, tenant: str) -> 
     lost = stored - present
     assert not lost, f"acknowledged events lost: {sorted(lost)[:5]}"
     bucketed = Audit(client, tenant).buckets().values()
-    timers = {tuple(x.decode() for x in k.split(TERM)[:2]) for rows in bucketed for k in rows}
+    timers = {
+        tuple(uncomp(x).decode() for x in k.split(TERM)[:2]) for rows in bucketed for k in rows
+    }
     missing = {tm for tm in armed - gone if tm[0] not in closed} - timers
     assert not missing, f"acknowledged timers lost: {sorted(missing)[:5]}"
     for tm, spans in claims.items():

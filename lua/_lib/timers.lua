@@ -141,10 +141,10 @@ end
 -- The tid a member begins with, and its run; corrupt when it is not a member.
 local function member_tid(m)
   local first = string.find(m, TERM, 1, true)
-  local second = first and string.find(m, TERM, first + 2, true)
-  local digits = second and string.match(m, "^(%d+)[fc]", second + 2)
+  local second = first and string.find(m, TERM, first + 1, true)
+  local digits = second and string.match(m, "^(%d+)[fc]", second + 1)
   if not digits or #digits > 10 then
     corrupt("timer", m, "bad timer member")
   end
-  return string.sub(m, 1, second + 1), unescape(string.sub(m, 1, first - 1))
+  return string.sub(m, 1, second), unescape(string.sub(m, 1, first - 1))
 end
