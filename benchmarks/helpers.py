@@ -52,7 +52,7 @@ def source() -> str:
     keys = ", ".join(f'"agentplane:{{bench}}:{role}"' for role in roles)
     inputs = f"""
 local EROW = {EVENT_ROW!r}
-local TID = "run-1\\0\\1t-101\\0\\1"
+local TID = "run-1 t-101 "
 local MEMBER = TID .. "0f"
 local FIELDS = {{ "e1", "live", "stripe", "evt_1", "payment.settled", "1767225600000", "", "", "",
   "", "", "", "0", "0", "order", "A-1" }}
