@@ -70,7 +70,7 @@ BUCKETED = frozenset({"timer_bucket"})
 #: How many bucket hashes hold a tenant's timer rows. A run's timers share one
 #: bucket (chosen by a hash of the run), and each bucket stays small enough for
 #: the server's compact listpack encoding up to about a million timers.
-TIMER_BUCKETS = 3072
+TIMER_BUCKETS = 2560
 
 MAX_TENANT_BYTES = 64
 _TENANT_FORBIDDEN = frozenset("/:{}")

@@ -126,4 +126,4 @@ def test_the_redis_cli_lines_of_the_docs_work_pasted_into_a_shell(start):
         answers[line.split("#")[0].strip()] = done.stdout
     assert answers["HGET 'agentplane:{acme}:event' 'stripe evt_1 '"].startswith("2:e1,4:live,")
     assert answers["HGET 'agentplane:{acme}:payload' 'stripe evt_1 '"].strip() == '{"amount":4200}'
-    assert "run-1 remind " in answers["HGETALL 'agentplane:{acme}:timer:1832'"]
+    assert "run-1 remind " in answers["HGETALL 'agentplane:{acme}:timer:2344'"]
