@@ -12,6 +12,8 @@
 
 local TERM = " "
 local ESCAPED = "[%z\1-\33]"
+-- The same bytes, found faster: any byte outside 0x22..0xFF.
+local NEEDS_ESCAPE = "[^\34-\255]"
 local INSTANT_WIDTH = 16
 local MIN_INSTANT = -62135596800000 -- 0001-01-01T00:00:00Z
 local MAX_INSTANT = 253402300799999 -- 9999-12-31T23:59:59.999Z
@@ -25,7 +27,7 @@ local function unescape_byte(c)
 end
 
 local function enc(s)
-  if not string.find(s, ESCAPED) then
+  if not string.find(s, NEEDS_ESCAPE) then
     return s .. TERM
   end
   return (string.gsub(s, ESCAPED, escape_byte)) .. TERM
