@@ -602,7 +602,7 @@ _ATTRS = re.compile(rb"(\d{1,10})([fc])(.*)", re.DOTALL)
 
 def timer_member(member: object, fire_at: object) -> Timer:
     """A timer from its member (its (run, effect) as two components, then step,
-    "f" or "c", case) and its fire_at, a sorted-set score."""
+    "f" or "c", case) and its fire_at, decimal ms as the scripts answer it."""
     data = raw(member)
     first = data.find(b" ")
     second = data.find(b" ", first + 1) if first >= 0 else -1
@@ -620,28 +620,7 @@ def timer_member(member: object, fire_at: object) -> Timer:
     if step > MAX_STEP:
         fail_corrupt(what, f"step {step} is not in range")
     phase = Phase.FORWARD if attrs.group(2) == b"f" else Phase.COMPENSATING
-    return Timer(run, effect, to_datetime(_score_ms(what, fire_at)), step, phase, case or None)
-
-
-def _score_ms(what: str, score: object) -> int:
-    """An instant stored as a sorted-set score, in ms (a score arrives as its text)."""
-    if isinstance(score, float) and score.is_integer():
-        value = int(score)
-    else:
-        s = text(score) if not isinstance(score, (int, float)) else str(score)
-        if _DECIMAL.fullmatch(s) is not None:
-            value = int(s)
-        else:
-            try:
-                number = float(s)
-            except ValueError:
-                fail_corrupt(what, f"fire_at {s!r} is not a number")
-            if not number.is_integer():
-                fail_corrupt(what, f"fire_at {s!r} is not whole milliseconds")
-            value = int(number)
-    if not MIN_INSTANT <= value <= MAX_INSTANT:
-        fail_corrupt(what, f"instant {value} out of range")
-    return value
+    return Timer(run, effect, stored_instant(what, text(fire_at)), step, phase, case or None)
 
 
 def timer_claim(timer: Timer, claim: object) -> tuple[int | None, int | None]:

@@ -23,18 +23,6 @@ return guard(function()
   if not attrs then
     return words("NONE")
   end
-  local m = timer_member(tid, attrs)
-  local unheld = redis.call("ZSCORE", K.timer_walk, m)
-  if not unheld and not redis.call("ZSCORE", K.timer_held, m) then
-    corrupt("index", tid, "a timer's row is in no walk")
-  end
-  redis.call("HDEL", K.timer_bucket, tid)
-  if unheld then
-    redis.call("ZREM", K.timer_walk, m)
-  else
-    redis.call("ZREM", K.timer_held, m)
-    redis.call("ZREM", K.timer_held_fire, m)
-  end
-  redis.call("HDEL", K.timer_claims, tid)
+  timers_delete(timers_checked({ { tid = tid, m = timer_member(tid, attrs) } }))
   return words("REMOVED")
 end)

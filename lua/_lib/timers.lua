@@ -21,10 +21,16 @@ local function timer_attrs(step, phase, case)
   return step .. (phase == "compensating" and "c" or "f") .. case
 end
 
+-- Whether s holds a timer's attributes from position init: a step of at most
+-- 10 digits, then "f" or "c".
+local function attrs_at(s, init)
+  local digits = string.match(s, "^(%d+)[fc]", init)
+  return digits ~= nil and #digits <= 10
+end
+
 -- The member of one tid read from its bucket; corrupt when the attrs are not.
 local function timer_member(tid, attrs)
-  local digits = string.match(attrs, "^(%d+)[fc]")
-  if not digits or #digits > 10 then
+  if not attrs_at(attrs, 1) then
     corrupt("timer", tid, "bad timer attributes")
   end
   return tid .. attrs
@@ -48,8 +54,9 @@ local function unheld_of(ms)
   return walk
 end
 
--- Marks each timer ({tid, m} each) unheld or not (t.unheld), checking that it
--- is in the walk or held: what a script reads before its first write.
+-- Marks each timer ({tid, m} each) unheld or not (t.unheld, with its fire_at in
+-- t.fire when unheld), checking that it is in the walk or held: what a script
+-- reads before its first write.
 local function timers_checked(timers)
   if #timers == 0 then
     return timers
@@ -60,7 +67,7 @@ local function timers_checked(timers)
   end
   local walk = unheld_of(ms)
   for i, t in ipairs(timers) do
-    t.unheld = walk[i] and true or false
+    t.unheld, t.fire = walk[i] and true or false, walk[i] or nil
   end
   return timers
 end
@@ -107,15 +114,15 @@ local function timers_delete(timers)
   zrem_all(K.timer_held_fire, held)
 end
 
--- A timer's fire_at: its walk score, or its held one.
-local function timer_fire(m)
-  return redis.call("ZSCORE", K.timer_walk, m) or redis.call("ZSCORE", K.timer_held_fire, m)
-end
-
 -- {member, fire_at} of each timer, for a reply; corrupt when one is in no set.
+-- A checked timer's walk score is known already (timers_checked).
 local function timers_reply(timers, out)
   for _, t in ipairs(timers) do
-    local fire = timer_fire(t.m)
+    local fire = t.fire
+    if not fire and t.unheld == nil then
+      fire = redis.call("ZSCORE", K.timer_walk, t.m)
+    end
+    fire = fire or redis.call("ZSCORE", K.timer_held_fire, t.m)
     if not fire then
       corrupt("index", t.tid, "a timer's row is in no walk")
     end
@@ -142,8 +149,7 @@ end
 local function member_tid(m)
   local first = string.find(m, TERM, 1, true)
   local second = first and string.find(m, TERM, first + 1, true)
-  local digits = second and string.match(m, "^(%d+)[fc]", second + 1)
-  if not digits or #digits > 10 then
+  if not second or not attrs_at(m, second + 1) then
     corrupt("timer", m, "bad timer member")
   end
   return string.sub(m, 1, second), unescape(string.sub(m, 1, first - 1))
