@@ -14,7 +14,7 @@ the server raised inside a script keeps the class its code gives it
 **The wire.** On a plain, pooled ``redis.Redis`` (or ``redis.asyncio.Redis``) the
 driver packs its calls itself and sends them on the client's own pool with the
 client's own retries (``wire.py``): the same commands and retries, less client
-time per call (``docs/performance.md``).
+time per call (``benchmarks/call_time.py`` measures it).
 
 **Lost replies.** A writing call carries a call token (``ops.Call``), and the
 script remembers its reply under it, so re-sending the call, as redis-py's own
