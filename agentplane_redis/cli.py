@@ -507,7 +507,7 @@ def locate_timer_command(obj: Context, run: str, effect: str) -> None:
     if found is not None:
         t = found.timer
         attrs = timer_attrs(t.step, t.phase.value, t.case)
-    print_commands(obj, locate_timer(store.keys, run, effect, attrs))
+    print_commands(obj, locate_timer(store.keys, run, effect, attrs, store.geometry))
 
 
 # ---------------------------------------------------------------- changing

@@ -21,7 +21,6 @@ Encodings (mirrored by ``lua/_lib/codec.lua``):
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -58,7 +57,9 @@ ROLES: dict[str, str] = {
     "timer_held": "timer:held",  # score lease expiry   timers under a lease
     "timer_held_fire": "timer:held:fire",  # score fire_at   the same timers
     "timer_claims": "timer:claim",  # hash  tid -> "claimed_at lease"
-    "timer_bucket": "timer:<bucket>",  # hash  tid -> attrs   one of TIMER_BUCKETS, by run
+    "timer_bucket": "timer:<bucket>",  # hash  tid -> attrs   by a hash of the run
+    # how many buckets there are
+    "geometry": "buckets",  # hash  family -> "<level> <split>"
     # call tokens of writing scripts
     "replies": "reply",  # hash  token -> reply      replies not yet acknowledged
     "replies_old": "reply:old",  # hash  token -> reply  the generation before
@@ -67,10 +68,45 @@ ROLES: dict[str, str] = {
 #: Roles whose key depends on the call: the bucket of a run (``TenantKeys.timer_bucket``).
 BUCKETED = frozenset({"timer_bucket"})
 
-#: How many bucket hashes hold a tenant's timer rows. A run's timers share one
-#: bucket (chosen by a hash of the run), and each bucket stays small enough for
-#: the server's compact listpack encoding up to about a million timers.
-TIMER_BUCKETS = 2560
+#: The buckets a tenant starts with. A run's timers share one bucket, chosen by a
+#: hash of the run; the buckets split one at a time (linear hashing) as the
+#: tenant grows, so that each stays small enough for the server's compact
+#: listpack encoding whatever the tenant's size.
+BUCKET_BASE = 8
+#: The average entries per bucket past which an insert splits the next bucket.
+BUCKET_LOAD = 128
+#: The modulus of ``bucket_hash``: the largest prime below 2**32.
+_HASH_PRIME = 4294967291
+
+
+@dataclass(frozen=True, slots=True)
+class Geometry:
+    """How many buckets a family has: ``BUCKET_BASE * 2**level + split``. Buckets
+    below ``split`` were split at this level: their entries are spread over them
+    and their images ``split + BUCKET_BASE * 2**level``."""
+
+    level: int = 0
+    split: int = 0
+
+    @classmethod
+    def parse(cls, text: str | bytes) -> Geometry:
+        raw = text.decode() if isinstance(text, bytes) else text
+        level, split = raw.split()
+        return cls(int(level), int(split))
+
+    @property
+    def count(self) -> int:
+        return (BUCKET_BASE << self.level) + self.split
+
+    def bucket(self, run: str) -> int:
+        """The bucket of ``run``'s entries."""
+        h, span = bucket_hash(run), BUCKET_BASE << self.level
+        n = h % span
+        return h % (2 * span) if n < self.split else n
+
+    def text(self) -> str:
+        return f"{self.level} {self.split}"
+
 
 MAX_TENANT_BYTES = 64
 _TENANT_FORBIDDEN = frozenset("/:{}")
@@ -136,13 +172,19 @@ class TenantKeys:
         """The keys of ``roles``; a bucketed role is the bucket of the run ``bucket``."""
         return [self.timer_bucket(bucket) if role in BUCKETED else self.key(role) for role in roles]
 
-    def timer_bucket(self, run: str) -> str:
-        """The bucket hash holding the timers of ``run``."""
-        return f"{self.tag}:timer:{bucket_of(run)}"
+    def timer_bucket(self, run: str, geometry: Geometry = Geometry()) -> str:
+        """The bucket hash holding the timers of ``run``, with ``geometry``'s buckets."""
+        return f"{self.tag}:timer:{geometry.bucket(run)}"
 
-    def timer_buckets(self) -> list[str]:
-        """Every timer bucket of the tenant."""
-        return [f"{self.tag}:timer:{n}" for n in range(TIMER_BUCKETS)]
+    def timer_split(self, geometry: Geometry) -> list[str]:
+        """The two buckets the next split of ``geometry`` writes: the bucket it
+        splits and its image."""
+        n = geometry.split
+        return [f"{self.tag}:timer:{n}", f"{self.tag}:timer:{n + (BUCKET_BASE << geometry.level)}"]
+
+    def timer_buckets(self, geometry: Geometry = Geometry()) -> list[str]:
+        """Every timer bucket of the tenant, with ``geometry``'s buckets."""
+        return [f"{self.tag}:timer:{n}" for n in range(geometry.count)]
 
     def acl_pattern(self) -> str:
         """The ACL key rule (``~`` and a glob pattern) that matches exactly this
@@ -150,14 +192,19 @@ class TenantKeys:
         so that tenant ``a*`` cannot reach tenant ``acme``."""
         return f"~{PREFIX}:{{{glob_escape(self.tenant)}}}:*"
 
-    def all(self) -> list[str]:
-        """Every key of the tenant: the fixed ones, then the buckets."""
-        return [self.key(role) for role in ROLES if role not in BUCKETED] + self.timer_buckets()
+    def all(self, geometry: Geometry = Geometry()) -> list[str]:
+        """Every key of the tenant: the fixed ones, then ``geometry``'s buckets."""
+        fixed = [self.key(role) for role in ROLES if role not in BUCKETED]
+        return fixed + self.timer_buckets(geometry)
 
 
-def bucket_of(run: str) -> int:
-    """The bucket of a run: its SHA-1's first 32 bits, modulo ``TIMER_BUCKETS``."""
-    return int.from_bytes(hashlib.sha1(run.encode("utf-8")).digest()[:4], "big") % TIMER_BUCKETS
+def bucket_hash(run: str) -> int:
+    """A run's hash, as ``lua/_lib/buckets.lua`` computes it: each UTF-8 byte b in
+    turn makes h = (h * 131 + b) mod 4294967291, from h = 0."""
+    h = 0
+    for b in run.encode("utf-8"):
+        h = (h * 131 + b) % _HASH_PRIME
+    return h
 
 
 #: The bytes a component writes escaped: controls, space (its terminator) and "!".
@@ -320,11 +367,14 @@ def locate_wait(keys: TenantKeys, run: str, effect: str) -> list[str]:
     ]
 
 
-def locate_timer(keys: TenantKeys, run: str, effect: str, attrs: bytes | None) -> list[str]:
-    """The redis-cli commands that read one timer: its bucket row and, given its
-    attributes, its fire time (in the walk, or held) and its last claim."""
+def locate_timer(
+    keys: TenantKeys, run: str, effect: str, attrs: bytes | None, geometry: Geometry = Geometry()
+) -> list[str]:
+    """The redis-cli commands that read one timer: its bucket row (with the
+    buckets of ``geometry``) and, given its attributes, its fire time (in the
+    walk, or held) and its last claim."""
     tid = tuple_member((run, effect))
-    lines = [redis_cli("HGET", keys.timer_bucket(run), tid) + "   # its attributes"]
+    lines = [redis_cli("HGET", keys.timer_bucket(run, geometry), tid) + "   # its attributes"]
     if attrs is not None:
         member = tid + attrs
         lines += [

@@ -12,15 +12,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import Any, Literal, TypeAlias, TypeVar
 
 from . import codec
 from .codec import text
-from .errors import InvalidInput
-from .keys import BUCKETED, TenantKeys, component, split_components, validate_tenant
+from .errors import CorruptRow, InvalidInput
+from .keys import BUCKETED, Geometry, TenantKeys, component, split_components, validate_tenant
 from .model import (
     Buffered,
     BufferedEvent,
@@ -62,6 +63,8 @@ DISARM_BATCH = 32
 #: Lapsed leases one claim_due step restores, and ready timers it examines, at most.
 TIMER_SCAN = 16
 DEFAULT_TIMER_LEASE_MS = 60_000
+#: Calls of one step a store makes while the buckets keep splitting under it.
+_REGROWN_TRIES = 16
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 
 
@@ -79,6 +82,39 @@ class Context:
     _scripts: dict[str, tuple[tuple[str, ...], bool, int]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    #: The timer buckets' geometry as the server last gave it.
+    _geometry: list[Geometry] = field(
+        default_factory=lambda: [Geometry()], init=False, repr=False, compare=False
+    )
+
+    @property
+    def geometry(self) -> Geometry:
+        return self._geometry[0]
+
+    def learn(self, geometry: Sequence[Any]) -> None:
+        """Takes the geometry a reply names after its status (``BUCKETS``, or the
+        ``NEW`` of an arming that split a bucket)."""
+        self._geometry[0] = Geometry.parse(" ".join(text(word) for word in geometry))
+
+    def bucketed(
+        self,
+        script: str,
+        args: Sequence[Arg] | Callable[[Geometry], Sequence[Arg]],
+        run: str,
+        more: Callable[[Geometry], Sequence[str]] | None = None,
+    ) -> Plan[Any]:
+        """One call of a script with a bucket key (the bucket of ``run``): called
+        again with the geometry the server answers ``BUCKETS`` with, which it does
+        before writing anything when the buckets have split since this store
+        last learned of them."""
+        for _ in range(_REGROWN_TRIES):
+            g = self.geometry
+            call_args = args(g) if callable(args) else args
+            reply = yield self.call(script, call_args, run=run, more=more(g) if more else ())
+            if text(reply[0]) != "BUCKETS":
+                return reply
+            self.learn(reply[1:])
+        raise CorruptRow("buckets", f"{script}: they changed under each of {_REGROWN_TRIES} calls")
 
     def call(
         self, script: str, args: Sequence[Arg], run: str | None = None, more: Sequence[str] = ()
@@ -94,7 +130,7 @@ class Context:
             self._scripts[script] = known
         keys, writes, bucketed = known
         if bucketed >= 0:
-            bucket = self.keys.timer_bucket(run or "")
+            bucket = self.keys.timer_bucket(run or "", self.geometry)
             keys = (*keys[:bucketed], bucket, *keys[bucketed + 1 :], *more)
         return Call(script, keys, tuple(args), new_token() if writes else "")
 
@@ -459,7 +495,7 @@ def oldest_live(ctx: Context) -> Plan[datetime | None]:
 def seal(ctx: Context, run: str) -> Plan[bool]:
     """Seal the run; True when newly sealed."""
     args = [ctx.at("at", None), codec.ident("run", run)]
-    return codec.check_status((yield ctx.call("seal", args, run=args[1]))) == "NEW"
+    return codec.check_status((yield from ctx.bucketed("seal", args, args[1]))) == "NEW"
 
 
 def is_sealed(ctx: Context, run: str) -> Plan[bool]:
@@ -472,7 +508,7 @@ def is_sealed(ctx: Context, run: str) -> Plan[bool]:
 def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed]:
     """seal, unsubscribe_run and disarm_run, in one step."""
     args = [ctx.at("at", None), codec.ident("run", run), *codec.effects(unanswered)]
-    reply = yield ctx.call("close", args, run=args[1])
+    reply = yield from ctx.bucketed("close", args, args[1])
     codec.check_status(reply)
     retired = yield from _retired(ctx, reply)
     return Closed(retired, codec.integer(reply[3]), text(reply[4]) == "1")
@@ -484,8 +520,12 @@ def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed
 def arm(ctx: Context, timer: Timer) -> Plan[bool]:
     """Store the timer unless (run, effect) is armed; first arming wins."""
     args = codec.timer_args(timer)
-    reply = yield ctx.call("arm", args, run=args[0])
-    return codec.check_status(reply) == "NEW"
+    reply = yield from ctx.bucketed("arm", args, args[0], more=ctx.keys.timer_split)
+    if codec.check_status(reply) != "NEW":
+        return False
+    if len(reply) > 1:  # this arming split a bucket
+        ctx.learn(reply[1:])
+    return True
 
 
 def claim_due(
@@ -505,7 +545,7 @@ def claim_due(
     skip = "0"  # entries at the walk's head passed over: leases live for this clock
     while len(out) < want:
         args: list[Arg] = [at, want - len(out), lease_ms, TIMER_SCAN, retire, skip]
-        reply = yield ctx.call("claim_due", args, run=retire)
+        reply = yield from ctx.bucketed("claim_due", args, retire)
         status = codec.check_status(reply)
         at, skip = text(reply[1]), text(reply[4])
         out += _timers(reply[5:])
@@ -521,7 +561,7 @@ def claim_due(
 def disarm(ctx: Context, run: str, effect: str) -> Plan[bool]:
     """Delete the timer; whether it existed."""
     args = [codec.ident("run", run), codec.ident("effect", effect)]
-    return codec.check_status((yield ctx.call("disarm", args, run=args[0]))) == "REMOVED"
+    return codec.check_status((yield from ctx.bucketed("disarm", args, args[0]))) == "REMOVED"
 
 
 def disarm_many(ctx: Context, timers: Iterable[Timer | tuple[str, str]]) -> Plan[int]:
@@ -543,24 +583,50 @@ def disarm_many(ctx: Context, timers: Iterable[Timer | tuple[str, str]]) -> Plan
     first_key = bucket_index("disarm_many")
     for first in range(0, len(order), DISARM_BATCH):
         step = order[first : first + DISARM_BATCH]
-        # One key per bucket the step's runs are in: the first run's takes the
-        # script's bucket slot, the others follow its keys.
-        at: dict[str, int] = {}
-        args: list[Arg] = []
-        for run, effect in step:
-            bucket = ctx.keys.timer_bucket(run)
-            args += [at.setdefault(bucket, first_key + len(at)), run, effect]
-        call = ctx.call("disarm_many", args, run=step[0][0], more=list(at)[1:])
-        reply = yield call
+        reply = yield from ctx.bucketed(
+            "disarm_many",
+            partial(_disarm_args, ctx, step, first_key),
+            step[0][0],
+            more=partial(_disarm_keys, ctx, step, first_key),
+        )
         codec.check_status(reply)
         removed += codec.integer(reply[1])
     return removed
 
 
+def _disarm_buckets(
+    ctx: Context, step: Sequence[tuple[str, str]], first_key: int, g: Geometry
+) -> dict[str, int]:
+    """The KEYS index of each bucket a disarm_many step's runs are in: the first
+    run's takes the script's bucket slot, the others follow its keys."""
+    at: dict[str, int] = {}
+    for run, _ in step:
+        at.setdefault(ctx.keys.timer_bucket(run, g), first_key + len(at))
+    return at
+
+
+def _disarm_args(
+    ctx: Context, step: Sequence[tuple[str, str]], first_key: int, g: Geometry
+) -> list[Arg]:
+    """disarm_many's (bucket index, run, effect) triples."""
+    at = _disarm_buckets(ctx, step, first_key, g)
+    args: list[Arg] = []
+    for run, effect in step:
+        args += [at[ctx.keys.timer_bucket(run, g)], run, effect]
+    return args
+
+
+def _disarm_keys(
+    ctx: Context, step: Sequence[tuple[str, str]], first_key: int, g: Geometry
+) -> list[str]:
+    """disarm_many's further bucket keys."""
+    return list(_disarm_buckets(ctx, step, first_key, g))[1:]
+
+
 def disarm_run(ctx: Context, run: str) -> Plan[int]:
     """Delete every timer of the run; how many existed."""
     run = codec.ident("run", run)
-    reply = yield ctx.call("disarm_run", [run], run=run)
+    reply = yield from ctx.bucketed("disarm_run", [run], run)
     codec.check_status(reply)
     return codec.integer(reply[1])
 
@@ -595,7 +661,7 @@ def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:
 def armed(ctx: Context, run: str) -> Plan[list[Timer]]:
     """One run's timers, in effect order."""
     run = codec.ident("run", run)
-    reply = yield ctx.call("armed", [run], run=run)
+    reply = yield from ctx.bucketed("armed", [run], run)
     codec.check_status(reply)
     return sorted(_timers(reply[1:]), key=lambda t: component(t.effect))
 
@@ -603,7 +669,7 @@ def armed(ctx: Context, run: str) -> Plan[list[Timer]]:
 def lookup_timer(ctx: Context, run: str, effect: str) -> Plan[TimerRecord | None]:
     """One armed timer with its claim (claimed_at, lease); None when it is not armed."""
     run, effect = codec.ident("run", run), codec.ident("effect", effect)
-    reply = yield ctx.call("lookup_timer", [run, effect], run=run)
+    reply = yield from ctx.bucketed("lookup_timer", [run, effect], run)
     if codec.check_status(reply) == "NONE":
         return None
     timer = codec.timer_member(reply[1], reply[2])

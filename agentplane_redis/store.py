@@ -28,7 +28,7 @@ from .drivers import (
     patience,
 )
 from .errors import InvalidInput
-from .keys import TenantKeys
+from .keys import Geometry, TenantKeys
 from .ops import Context, Plan, make_context
 from .server import hello_info
 
@@ -257,6 +257,12 @@ class StoreBase(Generic[D, EventsT, TimersT, RunsT]):
     def tenant(self) -> str:
         """The tenant this store serves (trimmed)."""
         return self._driver.ctx.keys.tenant
+
+    @property
+    def geometry(self) -> Geometry:
+        """The timer buckets' geometry as this store last learned it from the server
+        (each call with a bucket key learns it afresh when the buckets split)."""
+        return self._driver.ctx.geometry
 
     @property
     def keys(self) -> TenantKeys:

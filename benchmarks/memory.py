@@ -1,6 +1,7 @@
 """Memory per item, at each size and item distribution, next to its target.
 
     python benchmarks/memory.py [--server valkey|redis] [--sizes 10000,100000,1000000]
+                                [--kinds timer,wait,event]
 
 Each kind of item goes into a tenant of its own on a throwaway server, through
 the store (one call per item): armed timers with one timer per run and with 20
@@ -55,9 +56,14 @@ def per_item(client: redis.Redis, name: str, items: int) -> float:
     return grown / items - (payload if name.startswith("buffered") else 0)
 
 
-def memory(client: redis.Redis, sizes: list[int]) -> dict[str, dict[int, float]]:
+def memory(
+    client: redis.Redis, sizes: list[int], kinds: list[str] | None = None
+) -> dict[str, dict[int, float]]:
+    """Bytes per item at each size, of the kinds whose names hold one of ``kinds``."""
     out: dict[str, dict[int, float]] = {}
     for name in KINDS:
+        if kinds and not any(k in name for k in kinds):
+            continue
         out[name] = {}
         for items in sizes:
             flush(client)
@@ -69,12 +75,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--server", choices=["valkey", "redis"], default="redis")
     parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--kinds", default="", help="only kinds naming one of these words")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with Server(args.server) as server:
         client = redis.Redis.from_url(server.url)
         print(f"{args.server} {server_version(client)}\n")
-        found = memory(client, sizes)
+        found = memory(client, sizes, [k for k in args.kinds.split(",") if k])
     heads = " | ".join(f"{n:,}" for n in sizes)
     print(f"| bytes per item | {heads} | target | smallest / largest |")
     print("|---|" + "---:|" * (len(sizes) + 2))

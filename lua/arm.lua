@@ -1,23 +1,29 @@
 -- arm: store a timer unless (run, effect) is armed; first arming wins.
 --
 -- KEYS[1] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[2] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[3] replies: agentplane:{<tenant>}:reply
--- KEYS[4] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[2] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[3] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[4] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[5] replies: agentplane:{<tenant>}:reply
+-- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the timer's run
 -- ARGV[2] effect: the timer's effect
 -- ARGV[3] fire_at: instant ms
 -- ARGV[4] step: integer 0..2^32-1
 -- ARGV[5] phase: "forward" | "compensating"
 -- ARGV[6] case: the case, "" for none
--- Returns: {"NEW"} | {"SEEN"}
+-- Then two more keys: the buckets split and split + BUCKET_BASE * 2^level of the
+--   geometry the client last saw (the next split writes them)
+-- Returns: {"NEW"} | {"NEW", geometry after a split} | {"SEEN"} | {"BUCKETS", geometry}
 -- Errors: none
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/timers.lua
 
 return guard(function()
+  local g = timer_geometry(ARGV[1])
   local tid = enc(ARGV[1]) .. enc(ARGV[2])
   local attrs = timer_attrs(ARGV[4], ARGV[5], ARGV[6])
   -- A replayed run re-arms: the first arming's fire_at and claim stay. The
@@ -26,5 +32,12 @@ return guard(function()
     return words("SEEN")
   end
   redis.call("ZADD", K.timer_walk, ARGV[3], tid .. attrs)
+  if redis.call("HLEN", K.timer_bucket) > BUCKET_LOAD then
+    local size = redis.call("ZCARD", K.timer_walk) + redis.call("ZCARD", K.timer_held)
+    local grown = grow(g, "timer", size, KEYS[7], KEYS[8], wid_run)
+    if grown then
+      return words("NEW", grown)
+    end
+  end
   return words("NEW")
 end)

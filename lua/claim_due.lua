@@ -5,9 +5,10 @@
 -- KEYS[3] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[4] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
 -- KEYS[5] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[6] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[7] replies: agentplane:{<tenant>}:reply
--- KEYS[8] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[6] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[7] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[8] replies: agentplane:{<tenant>}:reply
+-- KEYS[9] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] now: instant ms, "" reads the server clock
 -- ARGV[2] room: count, the most timers this step claims
 -- ARGV[3] lease: ms, the lease of each claim
@@ -20,6 +21,7 @@
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/timers.lua
 
 -- Whether a claim "claimed_at lease" is live at now.
@@ -34,6 +36,9 @@ end
 return guard(function()
   local now, room, lease, budget = instant_arg(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), bounded(ARGV[4])
   local retire, skip = ARGV[5], tonumber(ARGV[6])
+  if retire ~= "" then
+    timer_geometry(retire)
+  end
   local now_text = decimal(now)
   -- Leases lapsed by now return to the walk first, so it sees every claimable timer.
   local lapsed = redis.call("ZRANGEBYSCORE", K.timer_held, "-inf", now_text, "LIMIT", "0", budget)

@@ -21,9 +21,10 @@
 -- KEYS[19] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[20] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
 -- KEYS[21] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[22] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[23] replies: agentplane:{<tenant>}:reply
--- KEYS[24] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[22] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[23] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[24] replies: agentplane:{<tenant>}:reply
+-- KEYS[25] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- ARGV[3..] unanswered: effects whose answer the journal lacks
@@ -37,6 +38,7 @@
 --@include _lib/events.lua
 --@include _lib/waits.lua
 --@include _lib/matching.lua
+--@include _lib/buckets.lua
 --@include _lib/timers.lua
 
 return guard(function()

@@ -4,9 +4,10 @@
 -- KEYS[2] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[3] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
 -- KEYS[4] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[5] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[6] replies: agentplane:{<tenant>}:reply
--- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[5] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[6] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[7] replies: agentplane:{<tenant>}:reply
+-- KEYS[8] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the timer's run
 -- ARGV[2] effect: the timer's effect
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
@@ -15,9 +16,11 @@
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/timers.lua
 
 return guard(function()
+  timer_geometry(ARGV[1])
   local tid = enc(ARGV[1]) .. enc(ARGV[2])
   local attrs = redis.call("HGET", K.timer_bucket, tid)
   if not attrs then

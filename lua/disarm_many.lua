@@ -6,7 +6,8 @@
 -- KEYS[4] timer_claims: agentplane:{<tenant>}:timer:claim
 -- KEYS[5] replies: agentplane:{<tenant>}:reply
 -- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
--- KEYS[7] timer_bucket: agentplane:{<tenant>}:timer:<bucket>, then the other buckets of the timers' runs
+-- KEYS[7] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[8] timer_bucket: agentplane:{<tenant>}:timer:<bucket>, then the other buckets of the timers' runs
 -- ARGV[1..] timers: (bucket, run, effect) triples, each timer at most once; bucket is the index in KEYS of its run's bucket
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"OK", timers removed}
@@ -14,6 +15,7 @@
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/timers.lua
 
 return guard(function()
@@ -21,13 +23,14 @@ return guard(function()
     refuse("more than " .. STEP_MAX .. " timers")
   end
   -- Every row is read and checked before the first write.
-  local gone = {}
+  local gone, g = {}, geometry("timer")
   for i = 1, #ARGV - 2, 3 do
     local at = tonumber(ARGV[i])
-    local key = at and at >= 7 and at == math.floor(at) and KEYS[at]
+    local key = at and at >= 8 and at == math.floor(at) and KEYS[at]
     if not key then
       refuse("no bucket key at " .. ARGV[i])
     end
+    check_bucket(g, key, ARGV[i + 1])
     local tid = enc(ARGV[i + 1]) .. enc(ARGV[i + 2])
     local attrs = redis.call("HGET", key, tid)
     if attrs then

@@ -3,7 +3,8 @@
 -- KEYS[1] timer_walk: agentplane:{<tenant>}:timer:walk
 -- KEYS[2] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
 -- KEYS[3] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[4] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[4] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[5] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- ARGV[1] run: the timer's run
 -- ARGV[2] effect: the timer's effect
 -- Returns: {"TIMER", member, fire_at, claim "claimed_at lease" or ""} | {"NONE"}
@@ -11,9 +12,11 @@
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/timers.lua
 
 return guard(function()
+  timer_geometry(ARGV[1])
   local tid = enc(ARGV[1]) .. enc(ARGV[2])
   local attrs = redis.call("HGET", K.timer_bucket, tid)
   if not attrs then

@@ -12,9 +12,10 @@
 -- KEYS[10] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[11] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
 -- KEYS[12] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[13] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[14] replies: agentplane:{<tenant>}:reply
--- KEYS[15] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[13] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[14] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[15] replies: agentplane:{<tenant>}:reply
+-- KEYS[16] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- Returns: {"NEW", at} | {"SEEN", at}
@@ -24,6 +25,7 @@
 --@include _lib/core.lua
 --@include _lib/waits.lua
 --@include _lib/matching.lua
+--@include _lib/buckets.lua
 --@include _lib/timers.lua
 
 return guard(function()

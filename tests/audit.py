@@ -33,7 +33,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from agentplane_redis import RedisStore, Resumed, Timer
-from agentplane_redis.keys import bucket_of
+from agentplane_redis.keys import Geometry
 
 from helpers import ev, sub
 
@@ -178,12 +178,17 @@ class Audit:
         )
         claims = self.h("timer:claim")
         seen = set()
-        for key, rows in self.buckets().items():
+        stored = self.c.hget(self.p + "buckets", "timer")
+        geometry = Geometry.parse(stored) if stored else Geometry()
+        buckets = self.buckets()
+        past = [k for k in buckets if int(k.rsplit(b":", 1)[1]) >= geometry.count]
+        assert not past, f"buckets past the count: {past!r}"
+        for key, rows in buckets.items():
             for tid, attrs in rows.items():
                 parts = tid.split(TERM)
                 assert len(parts) == 3 and not parts[2], f"bad timer id {tid!r}"
                 run = uncomp(parts[0]).decode()
-                assert key == self.p.encode() + b"timer:%d" % bucket_of(run), (
+                assert key == self.p.encode() + b"timer:%d" % geometry.bucket(run), (
                     "timer in another bucket"
                 )
                 member = tid + attrs

@@ -105,7 +105,8 @@ _CALL = re.compile(r"redis\.p?call\(\s*\"([A-Z]+)\"\s*(?:,\s*([^,)]+))?")
 
 def test_every_operation_of_the_pure_layer_has_its_script():
     """Every script ops.py calls exists, and every script is called."""
-    called = set(re.findall(r'ctx\.call\(\s*"([a-z_]+)"', Path(ops.__file__).read_text()))
+    source = Path(ops.__file__).read_text()
+    called = set(re.findall(r'ctx\.(?:call|bucketed)\(\s*"([a-z_]+)"', source))
     assert called == set(SCRIPTS)
 
 
@@ -128,8 +129,9 @@ def test_keys_are_bound_once_by_role_in_header_order(name):
     script = load(lua_root(), name)
     bound = re.findall(r"^  ([a-z_]+) = KEYS\[(\d+)\],$", script.source, re.M)
     assert [(r, str(i)) for i, r in enumerate(script.roles, 1)] == bound
-    # header + binding; disarm_many also reads the further bucket keys its header names
-    further = 1 if name == "disarm_many" else 0
+    # header + binding; disarm_many and arm also read the further bucket keys their
+    # headers name
+    further = {"disarm_many": 1, "arm": 2}.get(name, 0)
     assert script.source.count("KEYS[") == len(script.roles) * 2 + further
 
 

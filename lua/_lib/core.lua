@@ -207,6 +207,9 @@ local function guard(body)
   if type(res) == "table" and res.agentplane_refused then
     return { "REFUSED", res.agentplane_refused }
   end
+  if type(res) == "table" and res.agentplane_regrown then
+    return { "BUCKETS", res.agentplane_regrown }
+  end
   error(res, 0)
 end
 

@@ -1,0 +1,118 @@
+-- Buckets: a family's entries (the timer rows, family "timer") spread over
+-- small hashes by a hash of their run, so that each stays in the server's
+-- compact listpack encoding whatever the tenant's size.
+--
+-- A family has BUCKET_BASE * 2^level + split buckets (linear hashing): the
+-- bucket of hash h is h mod (BUCKET_BASE * 2^level), or h mod (BUCKET_BASE *
+-- 2^(level + 1)) where that is below split. K.geometry holds "<level> <split>"
+-- per family ("0 0" when absent). An insert that leaves more than BUCKET_LOAD
+-- entries a bucket on average splits bucket `split` into itself and its image
+-- `split + BUCKET_BASE * 2^level`, one bucket at a time. The client computes a
+-- call's bucket keys from the geometry it last saw; a script given a key that
+-- is not the bucket of its run under the current geometry answers
+-- {"BUCKETS", geometry} before writing anything, and the client calls again.
+-- (agentplane_redis.keys.Geometry mirrors this.)
+
+local BUCKET_BASE, BUCKET_LOAD, HASH_PRIME = 8, 128, 4294967291
+
+-- A string's hash: each byte b in turn makes h = (h * 131 + b) mod HASH_PRIME
+-- (exact in a double: h * 131 + 255 stays below 2^40).
+local function bucket_hash(s)
+  local h, n = 0, #s
+  for first = 1, n, 256 do
+    local bytes = { string.byte(s, first, math.min(n, first + 255)) }
+    for i = 1, #bytes do
+      h = (h * 131 + bytes[i]) % HASH_PRIME
+    end
+  end
+  return h
+end
+
+-- A family's geometry: {level, split, span = BUCKET_BASE * 2^level, text}.
+local function geometry(family)
+  local text = redis.call("HGET", K.geometry, family) or "0 0"
+  local level, split = string.match(text, "^(%d+) (%d+)$")
+  if not level then
+    corrupt("geometry", family, "bad geometry")
+  end
+  level, split = tonumber(level), tonumber(split)
+  return { level = level, split = split, span = BUCKET_BASE * 2 ^ level, text = text }
+end
+
+local function bucket_number(g, h)
+  local n = h % g.span
+  if n < g.split then
+    return h % (2 * g.span)
+  end
+  return n
+end
+
+-- Whether key names bucket n (its name ends in ":<n>").
+local function names_bucket(key, n)
+  return tonumber(string.match(key, ":(%d+)$")) == n
+end
+
+-- Checks that key is run's bucket under geometry g; a call made with an
+-- older geometry is answered {"BUCKETS", g.text} (guard), before any write.
+local function check_bucket(g, key, run)
+  if not names_bucket(key, bucket_number(g, bucket_hash(run))) then
+    error({ agentplane_regrown = g.text }, 0)
+  end
+end
+
+-- A bucket's rows, flat (field, value, ...).
+local function bucket_rows(key)
+  return redis.call("HGETALL", key)
+end
+
+-- Writes the rows of flat[first .. last] (field, value, ...) to the bucket key,
+-- (or deletes those fields when delete), in commands of at most 256 fields.
+local function bucket_write(key, flat, delete)
+  local step = delete and 256 or 512
+  for first = 1, #flat, step do
+    local last = math.min(#flat, first + step - 1)
+    if delete then
+      redis.call("HDEL", key, unpack(flat, first, last))
+    else
+      redis.call("HSET", key, unpack(flat, first, last))
+    end
+  end
+end
+
+-- After an insert that left `size` entries in family's buckets: when that is
+-- more than BUCKET_LOAD a bucket, splits bucket g.split (key `from`) into
+-- itself and its image (key `to`), run_of(field) naming each field's run (a
+-- run's rows stay together, so each run is hashed once), and returns the new
+-- geometry's text. Returns nil when no split is due, or when from and to are
+-- not those buckets (the caller's geometry was older: a later insert splits).
+local function grow(g, family, size, from, to, run_of)
+  if size <= BUCKET_LOAD * (g.span + g.split) then
+    return nil
+  end
+  if not (from and to and names_bucket(from, g.split) and names_bucket(to, g.split + g.span)) then
+    return nil
+  end
+  local flat, wide, stays = bucket_rows(from), 2 * g.span, {}
+  local moved, gone, n = {}, {}, 0
+  for i = 1, #flat, 2 do
+    local run = run_of(flat[i])
+    local stay = stays[run]
+    if stay == nil then
+      stay = bucket_hash(run) % wide == g.split
+      stays[run] = stay
+    end
+    if not stay then
+      n = n + 1
+      moved[2 * n - 1], moved[2 * n], gone[n] = flat[i], flat[i + 1], flat[i]
+    end
+  end
+  bucket_write(to, moved, false)
+  bucket_write(from, gone, true)
+  local level, split = g.level, g.split + 1
+  if split == g.span then
+    level, split = level + 1, 0
+  end
+  local text = level .. " " .. split
+  redis.call("HSET", K.geometry, family, text)
+  return text
+end
