@@ -73,8 +73,10 @@ BUCKETED = frozenset({"timer_bucket"})
 #: tenant grows, so that each stays small enough for the server's compact
 #: listpack encoding whatever the tenant's size.
 BUCKET_BASE = 8
-#: The average entries per bucket past which an insert splits the next bucket.
-BUCKET_LOAD = 128
+#: The average entries per bucket past which an insert into a bucket of more than
+#: ``SPLIT_AT`` splits the next bucket.
+BUCKET_LOAD = 16
+SPLIT_AT = 48
 #: The modulus of ``bucket_hash``: the largest prime below 2**32.
 _HASH_PRIME = 4294967291
 

@@ -130,8 +130,12 @@ class Context:
             self._scripts[script] = known
         keys, writes, bucketed = known
         if bucketed >= 0:
-            bucket = self.keys.timer_bucket(run or "", self.geometry)
+            # The bucket key, then the geometry it was computed with as the last
+            # argument (before the token), which the script checks.
+            g = self.geometry
+            bucket = self.keys.timer_bucket(run or "", g)
             keys = (*keys[:bucketed], bucket, *keys[bucketed + 1 :], *more)
+            args = (*args, g.text())
         return Call(script, keys, tuple(args), new_token() if writes else "")
 
     def at(self, name: str, value: datetime | None) -> str:

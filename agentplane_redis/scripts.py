@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
 from .errors import AgentplaneRedisError
-from .keys import ROLES
+from .keys import BUCKETED, ROLES
 
 _INCLUDE = re.compile(r"^--@include\s+(\S+)\s*$")
 _FUNCTION = re.compile(r"^local function ([A-Za-z_][A-Za-z0-9_]*)\(")
@@ -170,6 +170,16 @@ _TOKEN_BINDING = """local TOKEN, ACKS = ARGV[#ARGV - 1], ARGV[#ARGV]
 ARGV[#ARGV] = nil
 ARGV[#ARGV] = nil"""
 _NO_TOKEN = "local TOKEN, ACKS = nil, nil"
+#: What a script with a bucket key binds next: the bucket geometry the client
+#: computed its bucket keys with, its last argument before the token.
+_GEO_BINDING = """local GEO = ARGV[#ARGV]
+ARGV[#ARGV] = nil"""
+_NO_GEO = "local GEO = nil"
+
+
+def bucketed(roles: Sequence[str]) -> bool:
+    """Whether a script with these roles takes a bucket key, and so the geometry."""
+    return any(role in BUCKETED for role in roles)
 
 
 def header_flags(text: str, name: str) -> tuple[str, ...]:
@@ -193,7 +203,8 @@ def bind_keys(text: str, roles: tuple[str, ...]) -> str:
     header, _, body = text.partition("\n\n")
     fields = "".join(f"  {role} = KEYS[{i}],\n" for i, role in enumerate(roles, 1))
     token = _TOKEN_BINDING if "replies" in roles else _NO_TOKEN
-    return f"{header}\n\nlocal K = {{\n{fields}}}\n{token}\n\n{body}"
+    geo = _GEO_BINDING if bucketed(roles) else _NO_GEO
+    return f"{header}\n\nlocal K = {{\n{fields}}}\n{token}\n{geo}\n\n{body}"
 
 
 def load(root: Path, name: str) -> LuaScript:
@@ -230,7 +241,7 @@ class LuaLibrary:
 #: to the library's upvalues that the helpers read, and the clock read afresh. Each
 #: operation names its keys by role with a table constructor of its own (``bind``),
 #: which Lua sizes once, instead of a table grown role by role.
-_ENTRY = """local function entry(op, bind, writes)
+_ENTRY = """local function entry(op, bind, writes, bucketed)
   return function(keys, args)
     KEYS, K, server_ms = keys, bind(keys), nil
     if writes then -- the call token and the acknowledged tokens come last
@@ -239,6 +250,12 @@ _ENTRY = """local function entry(op, bind, writes)
       args[n], args[n - 1] = nil, nil
     else
       TOKEN, ACKS = nil, nil
+    end
+    if bucketed then -- then the bucket geometry the keys were computed with
+      local n = #args
+      GEO, args[n] = args[n], nil
+    else
+      GEO = nil
     end
     ARGV = args
     return op()
@@ -299,12 +316,13 @@ def build_library(
         flags = f", flags = {{ {quoted} }}" if declared else ""
         registered.append(
             f"redis.register_function({{ function_name = '{prefix}_{_VERSION}_{name}', callback"
-            f" = entry(OPS[{name!r}], {bind}, {str(script.writes).lower()}){flags} }})"
+            f" = entry(OPS[{name!r}], {bind}, {str(script.writes).lower()},"
+            f" {str(bucketed(script.roles)).lower()}){flags} }})"
         )
     source = "\n\n".join(
         [
             f"#!lua name={prefix}_{_VERSION}",
-            "local KEYS, ARGV, K, TOKEN, ACKS",
+            "local KEYS, ARGV, K, TOKEN, ACKS, GEO",
             *helpers,
             "local OPS = {}",
             *ops,

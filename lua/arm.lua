@@ -23,7 +23,7 @@
 --@include _lib/timers.lua
 
 return guard(function()
-  local g = timer_geometry(ARGV[1])
+  local geo = timer_geometry()
   local tid = enc(ARGV[1]) .. enc(ARGV[2])
   local attrs = timer_attrs(ARGV[4], ARGV[5], ARGV[6])
   -- A replayed run re-arms: the first arming's fire_at and claim stay. The
@@ -32,9 +32,9 @@ return guard(function()
     return words("SEEN")
   end
   redis.call("ZADD", K.timer_walk, ARGV[3], tid .. attrs)
-  if redis.call("HLEN", K.timer_bucket) > BUCKET_LOAD then
+  if redis.call("HLEN", K.timer_bucket) > SPLIT_AT then
     local size = redis.call("ZCARD", K.timer_walk) + redis.call("ZCARD", K.timer_held)
-    local grown = grow(g, "timer", size, KEYS[7], KEYS[8], wid_run)
+    local grown = grow(geo, "timer", size, KEYS[7], KEYS[8], wid_run)
     if grown then
       return words("NEW", grown)
     end

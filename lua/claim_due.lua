@@ -37,7 +37,7 @@ return guard(function()
   local now, room, lease, budget = instant_arg(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), bounded(ARGV[4])
   local retire, skip = ARGV[5], tonumber(ARGV[6])
   if retire ~= "" then
-    timer_geometry(retire)
+    timer_geometry()
   end
   local now_text = decimal(now)
   -- Leases lapsed by now return to the walk first, so it sees every claimable timer.

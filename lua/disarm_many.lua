@@ -23,14 +23,14 @@ return guard(function()
     refuse("more than " .. STEP_MAX .. " timers")
   end
   -- Every row is read and checked before the first write.
-  local gone, g = {}, geometry("timer")
+  timer_geometry()
+  local gone = {}
   for i = 1, #ARGV - 2, 3 do
     local at = tonumber(ARGV[i])
     local key = at and at >= 8 and at == math.floor(at) and KEYS[at]
     if not key then
       refuse("no bucket key at " .. ARGV[i])
     end
-    check_bucket(g, key, ARGV[i + 1])
     local tid = enc(ARGV[i + 1]) .. enc(ARGV[i + 2])
     local attrs = redis.call("HGET", key, tid)
     if attrs then

@@ -16,7 +16,7 @@
 --@include _lib/timers.lua
 
 return guard(function()
-  timer_geometry(ARGV[1])
+  timer_geometry()
   local tid = enc(ARGV[1]) .. enc(ARGV[2])
   local attrs = redis.call("HGET", K.timer_bucket, tid)
   if not attrs then

@@ -43,7 +43,7 @@ def test_buckets_split_as_timers_are_armed_and_every_timer_stays_found(store, ma
     each row sits in its run's bucket, and a store that never saw a split finds,
     lists, arms and disarms through the new buckets."""
     stale = make(backend.tenant)  # learns nothing until the buckets have split
-    names = runs(BUCKET_BASE * BUCKET_LOAD + 300)
+    names = runs(3 * BUCKET_BASE * BUCKET_LOAD)
     for i, run in enumerate(names):
         assert store.timers.arm(timer(run, "t", i))
     assert store.timers.arm(timer("run-0", "second", 5))
@@ -74,7 +74,7 @@ def test_buckets_split_as_timers_are_armed_and_every_timer_stays_found(store, ma
 
 def test_a_sealed_runs_timers_are_retired_from_grown_buckets(store, make, raw, backend):
     """claim_due's RETIRE step asks for a sealed run's bucket under the current geometry."""
-    names = runs(BUCKET_BASE * BUCKET_LOAD + 50)
+    names = runs(3 * BUCKET_BASE * BUCKET_LOAD)
     for i, run in enumerate(names):
         store.timers.arm(timer(run, "t", i))
     g = geometry(raw, store)

@@ -10,7 +10,7 @@ import pytest
 
 import agentplane_redis
 from agentplane_redis import ops
-from agentplane_redis.keys import BUCKET_BASE, BUCKET_LOAD, BUCKETED, ROLES, TenantKeys
+from agentplane_redis.keys import BUCKET_BASE, BUCKET_LOAD, BUCKETED, ROLES, SPLIT_AT, TenantKeys
 from agentplane_redis.scripts import catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +32,10 @@ def test_every_key_is_documented():
     fixed = len(set(ROLES) - BUCKETED)
     assert f"fixed set of {fixed} keys" in KEYS_DOC
     assert f"starts with {BUCKET_BASE} of them" in KEYS_DOC
-    assert f"more than {BUCKET_LOAD} timers a bucket" in KEYS_DOC
+    assert f"more than {BUCKET_LOAD} timers a bucket on average" in KEYS_DOC
+    assert f"more than {SPLIT_AT} rows (`SPLIT_AT`)" in KEYS_DOC
+    lua = (ROOT / "lua" / "_lib" / "buckets.lua").read_text()
+    assert f"= {BUCKET_BASE}, {BUCKET_LOAD}, {SPLIT_AT}, 4294967291" in lua
     assert len(TenantKeys("t").all()) == fixed + BUCKET_BASE
 
 

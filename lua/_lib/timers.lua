@@ -16,12 +16,10 @@
 -- * timer_claims: tid -> "claimed_at lease" of the last claim, kept until the
 --   timer is disarmed.
 
--- The timer buckets' geometry, checked to be the one K.timer_bucket was
--- chosen by for run (check_bucket).
-local function timer_geometry(run)
-  local g = geometry("timer")
-  check_bucket(g, K.timer_bucket, run)
-  return g
+-- The timer buckets' geometry, checked to be the one the call's bucket keys
+-- were computed with (geometry_checked).
+local function timer_geometry()
+  return geometry_checked("timer")
 end
 
 -- The attributes of a timer from its arguments (step, phase, case).
@@ -82,7 +80,7 @@ end
 
 -- The run's timers in its bucket, checked (timers_checked): a list of {tid, m, unheld}.
 local function run_timers(run)
-  timer_geometry(run)
+  timer_geometry()
   local prefix, out = enc(run), {}
   local flat = redis.call("HGETALL", K.timer_bucket)
   for i = 1, #flat, 2 do

@@ -1,0 +1,233 @@
+"""Memory per wait and per event of candidate key layouts, written directly.
+
+    python benchmarks/layouts.py [--server valkey|redis] [--items 100000]
+
+Each candidate writes the entries one registered wait (one correlation key of
+its own, the ids of ``benchmarks/memory.py``) or one buffered event (without
+its payload) would hold, with plain commands on a throwaway server, and the
+figure is ``used_memory`` grown over the items. Buckets are sized as a grown
+tenant's would be (``BUCKET_LOAD`` rows a hash bucket, ``ZSET_LOAD`` members a
+sorted-set bucket, whose listpack holds 128). Beside each: whether every key a
+call touches can be named by the client from the call's own ids (the rule of
+``docs/keys.md``), or which operations would need a second round trip to learn
+a bucket (``two-step``).
+
+The layouts differ in three choices: where the rows live (one tenant-wide
+hash, or buckets by run / by event id), where the search indexes live (a
+tenant-wide sorted set, a tenant-wide hash holding each key's oldest entry, or
+buckets by key), and whether kinds and namespaces are interned to short ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from targets import server_version
+
+from agentplane_redis.embedded import Server
+from agentplane_redis.keys import BUCKET_LOAD, bucket_hash
+
+#: Members a sorted-set bucket holds on average (its listpack holds 128).
+ZSET_LOAD = 48
+INSTANT = 10**15 + 1767225600000
+
+
+def inst(i: int) -> bytes:
+    return b"%016d" % (INSTANT + i)
+
+
+def wait_ids(i: int, interned: bool) -> dict[str, bytes]:
+    run = b"run-%d " % i
+    return {
+        "run": run,
+        "wid": run + b"await-payment ",
+        "kind": b"k1 " if interned else b"payment.settled ",
+        "nv": (b"n1 " if interned else b"order ") + b"A-%d " % i,
+        "at": inst(i),
+    }
+
+
+def event_ids(i: int, interned: bool) -> dict[str, bytes]:
+    return {
+        "eid": b"stripe evt_%d " % i,
+        "kind": b"k1 " if interned else b"payment.settled ",
+        "source": b"stripe ",
+        "nv": (b"n1 " if interned else b"order ") + b"A-%d " % i,
+        "at": inst(i),
+    }
+
+
+def bucket(name: str, of: bytes, items: int, load: int) -> str:
+    return f"{name}:{bucket_hash(of.decode()) % max(1, items // load)}"
+
+
+Writer = Callable[[Any, int, int], None]
+
+
+def w_today_like(p: Any, i: int, n: int) -> None:
+    """Tenant-wide: row hash, key rows, registration order, election (skiplists)."""
+    w = wait_ids(i, False)
+    p.hset("wait", w["wid"], b"2:w1,15:payment.settled,1:0,7:forward,0:,0:,")
+    p.zadd("wait:key", {w["wid"] + w["nv"] + w["at"]: 0})
+    p.zadd("wait:order", {w["at"] + w["wid"] + w["nv"]: 0})
+    p.zadd("wait:match", {w["kind"] + w["nv"] + w["at"] + w["wid"]: 0})
+
+
+def _w_row(w: dict[str, bytes]) -> bytes:
+    return w["kind"] + b" 0f " + w["nv"] + w["at"]
+
+
+def w_declared(p: Any, i: int, n: int, interned: bool = False) -> None:
+    """One round trip everywhere: tenant-wide rows holding their keys, the election
+    as a tenant-wide hash of each key's oldest wait, order in run buckets."""
+    w = wait_ids(i, interned)
+    p.hset("wait", w["wid"], _w_row(w))
+    p.hset("wait:head", w["kind"] + b" " + w["nv"], w["at"] + w["wid"])
+    p.zadd(bucket("wait:order", w["run"], n, ZSET_LOAD), {w["at"] + w["wid"] + w["nv"]: 0})
+
+
+def w_declared_interned(p: Any, i: int, n: int) -> None:
+    """As w_declared, kinds and namespaces interned to short ids."""
+    w_declared(p, i, n, True)
+
+
+def w_declared_zset(p: Any, i: int, n: int) -> None:
+    """As w_declared, with the election a tenant-wide sorted set."""
+    w = wait_ids(i, False)
+    p.hset("wait", w["wid"], _w_row(w))
+    p.zadd("wait:match", {w["kind"] + w["nv"] + w["at"] + w["wid"]: 0})
+    p.zadd(bucket("wait:order", w["run"], n, ZSET_LOAD), {w["at"] + w["wid"] + w["nv"]: 0})
+
+
+def w_rows_wide(p: Any, i: int, n: int) -> None:
+    """Tenant-wide rows (so deliver reads its winner's), election heads in key
+    buckets and order in run buckets, interned: unsubscribe, close and seal (the
+    election buckets of the wait's keys) need a second step."""
+    w = wait_ids(i, True)
+    p.hset("wait", w["wid"], _w_row(w))
+    field = w["kind"] + b" " + w["nv"]
+    p.hset(bucket("wait:head", field, n, BUCKET_LOAD), field, w["at"] + w["wid"])
+    p.zadd(bucket("wait:order", w["run"], n, ZSET_LOAD), {w["at"] + w["wid"] + w["nv"]: 0})
+
+
+def w_bucketed(p: Any, i: int, n: int, interned: bool = False) -> None:
+    """Rows in run buckets, election heads in key buckets, order in run buckets:
+    deliver (the winner's row), unsubscribe, close and seal (the election
+    buckets of the wait's keys) need a second step."""
+    w = wait_ids(i, interned)
+    p.hset(bucket("wait", w["run"], n, BUCKET_LOAD), w["wid"], _w_row(w))
+    field = w["kind"] + b" " + w["nv"]
+    p.hset(bucket("wait:head", field, n, BUCKET_LOAD), field, w["at"] + w["wid"])
+    p.zadd(bucket("wait:order", w["run"], n, ZSET_LOAD), {w["at"] + w["wid"] + w["nv"]: 0})
+
+
+def w_bucketed_interned(p: Any, i: int, n: int) -> None:
+    """As w_bucketed, kinds and namespaces interned to short ids."""
+    w_bucketed(p, i, n, True)
+
+
+def e_today_like(p: Any, i: int, n: int) -> None:
+    """Tenant-wide: row, payload field, live, live by key, live by sender."""
+    e = event_ids(i, False)
+    p.hset(
+        "event",
+        e["eid"],
+        b"2:e1,4:live,6:stripe,9:evt_%06d,15:payment.settled," % i
+        + b"13:1767225600000,0:,0:,0:,0:,0:,0:,1:0,1:0,5:order,8:A-%06d," % i,
+    )
+    p.hset("payload", e["eid"], b"")
+    p.zadd("event:live", {e["at"] + e["eid"]: 0})
+    p.zadd("event:live:key", {e["kind"] + e["nv"] + e["at"] + e["eid"]: 0})
+    p.zadd("event:live:sender", {e["kind"] + e["source"] + e["nv"] + e["at"] + e["eid"]: 0})
+
+
+def _e_row(e: dict[str, bytes]) -> bytes:
+    return b"L" + e["at"] + e["kind"] + e["nv"]
+
+
+def e_declared(p: Any, i: int, n: int) -> None:
+    """One round trip everywhere: a tenant-wide compact row (payload beside it),
+    one claim-search index in key buckets (sender filtered on the row), the
+    sweep's order in eid buckets."""
+    e = event_ids(i, False)
+    p.hset("event", e["eid"], _e_row(e))
+    p.hset("payload", e["eid"], b"")
+    key = e["kind"] + e["nv"]
+    p.zadd(bucket("event:live:key", key, n, ZSET_LOAD), {key + e["at"] + e["eid"]: 0})
+    p.zadd(bucket("event:live", e["eid"], n, ZSET_LOAD), {e["at"] + e["eid"]: 0})
+
+
+def e_declared_inline(p: Any, i: int, n: int) -> None:
+    """As e_declared, with the payload in the row's own hash value (one tenant-wide
+    entry per event instead of two)."""
+    e = event_ids(i, True)
+    p.hset("event", e["eid"], _e_row(e) + b"|")
+    key = e["kind"] + e["nv"]
+    p.zadd(bucket("event:live:key", key, n, ZSET_LOAD), {key + e["at"] + e["eid"]: 0})
+    p.zadd(bucket("event:live", e["eid"], n, ZSET_LOAD), {e["at"] + e["eid"]: 0})
+
+
+def e_bucketed(p: Any, i: int, n: int, interned: bool = False) -> None:
+    """Rows and payloads in eid buckets, the claim search and the sweep's order in
+    buckets: claim_for, wait and deliver (the found row), release and sweep (the
+    keys' buckets) need a second step."""
+    e = event_ids(i, interned)
+    p.hset(bucket("event", e["eid"], n, BUCKET_LOAD), e["eid"], _e_row(e))
+    key = e["kind"] + e["nv"]
+    p.zadd(bucket("event:live:key", key, n, ZSET_LOAD), {key + e["at"] + e["eid"]: 0})
+    p.zadd(bucket("event:live", e["eid"], n, ZSET_LOAD), {e["at"] + e["eid"]: 0})
+
+
+def e_bucketed_interned(p: Any, i: int, n: int) -> None:
+    """As e_bucketed, kinds and namespaces interned to short ids."""
+    e_bucketed(p, i, n, True)
+
+
+#: name -> (writer, one round trip for every operation, target bytes).
+LAYOUTS: dict[str, tuple[Writer, str, int]] = {
+    "wait: today's entries": (w_today_like, "yes", 200),
+    "wait: rows + head hash, tenant-wide; order in buckets": (w_declared, "yes", 200),
+    "wait: the same, interned": (w_declared_interned, "yes", 200),
+    "wait: rows + election zset, tenant-wide; order in buckets": (w_declared_zset, "yes", 200),
+    "wait: rows tenant-wide, the rest in buckets, interned": (w_rows_wide, "two-step", 200),
+    "wait: all in buckets": (w_bucketed, "two-step", 200),
+    "wait: all in buckets, interned": (w_bucketed_interned, "two-step", 200),
+    "event: today's entries": (e_today_like, "yes", 250),
+    "event: row tenant-wide; indexes in buckets": (e_declared, "yes", 250),
+    "event: the same, payload in the row, interned": (e_declared_inline, "yes", 250),
+    "event: all in buckets": (e_bucketed, "two-step", 250),
+    "event: all in buckets, interned": (e_bucketed_interned, "two-step", 250),
+}
+
+
+def per_item(client: redis.Redis, write: Writer, items: int) -> float:
+    client.flushall()
+    before = int(client.info("memory")["used_memory"])
+    pipe = client.pipeline(transaction=False)
+    for i in range(items):
+        write(pipe, i, items)
+        if i % 2000 == 1999:
+            pipe.execute()
+    pipe.execute()
+    return (int(client.info("memory")["used_memory"]) - before) / items
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--server", choices=["valkey", "redis"], default="redis")
+    parser.add_argument("--items", type=int, default=100_000)
+    args = parser.parse_args()
+    with Server(args.server) as server:
+        client = redis.Redis.from_url(server.url)
+        print(f"{args.server} {server_version(client)}, {args.items:,} items\n")
+        print("| layout | bytes per item | target | one round trip |")
+        print("|---|---:|---:|---|")
+        for name, (write, trips, target) in LAYOUTS.items():
+            print(f"| {name} | {per_item(client, write, args.items):.0f} | {target} | {trips} |")
+
+
+if __name__ == "__main__":
+    main()
