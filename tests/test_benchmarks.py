@@ -42,6 +42,35 @@ def assert_rows(out: str, *rows: str) -> None:
 
 
 @pytest.mark.real
+def test_memory_measures_only_the_kinds_asked_for():
+    out = run("memory.py", "--server", "valkey", "--sizes", "200", "--kinds", "timer")
+    names = [line.split(" | ")[0][2:] for line in out.splitlines() if line.startswith("| arm")]
+    assert names == ["armed timer, 1 per run", "armed timer, 20 per run"]
+    assert "registered wait" not in out
+
+
+@pytest.mark.real
+def test_layouts_prints_each_candidate_with_its_round_trips():
+    """layouts.py: bytes per wait and per event of each candidate layout, its target,
+    and whether every call stays one round trip; today's layout is among them."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from layouts import LAYOUTS
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    out = run("layouts.py", "--server", "valkey", "--items", "400")
+    rows = {
+        line.split(" | ")[0][2:]: line.split(" | ")[1:]
+        for line in out.splitlines()
+        if line.startswith("| wait") or line.startswith("| event")
+    }
+    assert set(rows) == set(LAYOUTS)
+    for name, cells in rows.items():
+        assert float(cells[0]) > 0, name
+        assert cells[2].rstrip(" |") in ("yes", "two-step"), name
+
+
+@pytest.mark.real
 def test_memory_prints_each_kind_at_each_size_next_to_its_target():
     """memory.py: bytes per item of each kind at each size, its target, and the
     ratio of the smallest size's figure to the largest's."""
