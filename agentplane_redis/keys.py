@@ -36,8 +36,7 @@ ROLES: dict[str, str] = {
     "events": "event",  # hash  eid -> event row
     "payloads": "payload",  # hash  eid -> payload JSON text (absent: null)
     "live": "event:live",  # lex   instant . eid            live rows, oldest first
-    "live_by_key": "event:live:key",  # lex   kind ns value . instant . eid
-    "live_by_sender": "event:live:sender",  # lex   kind source ns value . instant . eid
+    "live_by_key": "event:live:key",  # lex   kind ns value source . instant . eid
     "dead": "event:dead",  # lex   instant . eid
     "consumed": "event:consumed",  # lex   instant . eid
     "ledger": "claim",  # hash  wid -> eid            one entry per held row

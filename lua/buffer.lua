@@ -4,9 +4,8 @@
 -- KEYS[2] payloads: agentplane:{<tenant>}:payload
 -- KEYS[3] live: agentplane:{<tenant>}:event:live
 -- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
--- KEYS[6] replies: agentplane:{<tenant>}:reply
--- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[5] replies: agentplane:{<tenant>}:reply
+-- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"NEW"} | {"SEEN"}

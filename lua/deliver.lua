@@ -4,17 +4,16 @@
 -- KEYS[2] payloads: agentplane:{<tenant>}:payload
 -- KEYS[3] live: agentplane:{<tenant>}:event:live
 -- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
--- KEYS[6] ledger: agentplane:{<tenant>}:claim
--- KEYS[7] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[8] waits: agentplane:{<tenant>}:wait
--- KEYS[9] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[10] electable: agentplane:{<tenant>}:wait:match
--- KEYS[11] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[12] marks: agentplane:{<tenant>}:mark
--- KEYS[13] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[14] replies: agentplane:{<tenant>}:reply
--- KEYS[15] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[5] ledger: agentplane:{<tenant>}:claim
+-- KEYS[6] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[7] waits: agentplane:{<tenant>}:wait
+-- KEYS[8] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[9] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[10] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[11] marks: agentplane:{<tenant>}:mark
+-- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[13] replies: agentplane:{<tenant>}:reply
+-- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"DUPLICATE", at}

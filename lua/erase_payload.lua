@@ -4,19 +4,18 @@
 -- KEYS[2] payloads: agentplane:{<tenant>}:payload
 -- KEYS[3] live: agentplane:{<tenant>}:event:live
 -- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
--- KEYS[6] dead: agentplane:{<tenant>}:event:dead
--- KEYS[7] ledger: agentplane:{<tenant>}:claim
--- KEYS[8] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[9] waits: agentplane:{<tenant>}:wait
--- KEYS[10] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[11] electable: agentplane:{<tenant>}:wait:match
--- KEYS[12] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[13] marks: agentplane:{<tenant>}:mark
--- KEYS[14] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[15] seals: agentplane:{<tenant>}:seal
--- KEYS[16] replies: agentplane:{<tenant>}:reply
--- KEYS[17] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[5] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[6] ledger: agentplane:{<tenant>}:claim
+-- KEYS[7] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[8] waits: agentplane:{<tenant>}:wait
+-- KEYS[9] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[10] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[11] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[12] marks: agentplane:{<tenant>}:mark
+-- KEYS[13] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[14] seals: agentplane:{<tenant>}:seal
+-- KEYS[15] replies: agentplane:{<tenant>}:reply
+-- KEYS[16] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] source: the event's source
 -- ARGV[2] id: the event's id
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)

@@ -3,10 +3,9 @@
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[4] live_by_sender: agentplane:{<tenant>}:event:live:sender
--- KEYS[5] dead: agentplane:{<tenant>}:event:dead
--- KEYS[6] replies: agentplane:{<tenant>}:reply
--- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[4] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[5] replies: agentplane:{<tenant>}:reply
+-- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] older_than: instant ms, inclusive cutoff
 -- ARGV[2] reason: the dead-letter reason, verbatim
 -- ARGV[3] batch: count, the most rows this step retires

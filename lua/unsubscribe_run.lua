@@ -4,20 +4,19 @@
 -- KEYS[2] payloads: agentplane:{<tenant>}:payload
 -- KEYS[3] live: agentplane:{<tenant>}:event:live
 -- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] live_by_sender: agentplane:{<tenant>}:event:live:sender
--- KEYS[6] dead: agentplane:{<tenant>}:event:dead
--- KEYS[7] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[8] ledger: agentplane:{<tenant>}:claim
--- KEYS[9] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[10] waits: agentplane:{<tenant>}:wait
--- KEYS[11] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[12] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[13] electable: agentplane:{<tenant>}:wait:match
--- KEYS[14] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[15] marks: agentplane:{<tenant>}:mark
--- KEYS[16] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[17] replies: agentplane:{<tenant>}:reply
--- KEYS[18] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[5] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[6] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[7] ledger: agentplane:{<tenant>}:claim
+-- KEYS[8] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[9] waits: agentplane:{<tenant>}:wait
+-- KEYS[10] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[11] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[12] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[13] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[14] marks: agentplane:{<tenant>}:mark
+-- KEYS[15] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[16] replies: agentplane:{<tenant>}:reply
+-- KEYS[17] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the run
 -- ARGV[2..] unanswered: effects whose answer the journal lacks
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)

@@ -99,8 +99,7 @@ class Audit:
                 assert not claimed and not erased and f[13] == b"0", raw
                 want["event:live"].add(at + eid)
                 for nv in keys:
-                    want["event:live:key"].add(comp(kind) + nv + at + eid)
-                    want["event:live:sender"].add(comp(kind) + comp(source) + nv + at + eid)
+                    want["event:live:key"].add(comp(kind) + nv + comp(source) + at + eid)
             elif state == b"held":
                 assert f[8] and f[9] and f[10] and not erased, raw
                 wid = comp(f[8]) + comp(f[9])
@@ -119,7 +118,7 @@ class Audit:
         for wid, eid in ledger.items():
             f = netstrings(events[eid])
             assert f[1] == b"held" and comp(f[8]) + comp(f[9]) == wid, "ledger names another"
-        for key in ("event:live", "event:live:key", "event:live:sender", "event:consumed"):
+        for key in ("event:live", "event:live:key", "event:consumed"):
             assert self.z(key) == want[key], f"{key} disagrees with the rows"
         assert self.z("event:dead") == want["event:dead"], "event:dead disagrees with the rows"
         assert self.z("claim:run") == want["claim:run"], "claim:run disagrees with the ledger"

@@ -156,6 +156,31 @@ def test_claim_for_matches_kind_and_source(store):
     assert store.events.claim_for(sub("r", "u", "k/1", kind="nothing"), at=at(3)) is None
 
 
+def test_the_claim_search_takes_the_oldest_across_senders(store):
+    """Without from_source the oldest live event under the key wins whatever its sender,
+    by (received_at, source, id); with it, the oldest of that sender. Senders whose
+    rows are held or of another key or kind are passed over."""
+    store.events.buffer(ev("late", "k/1", source="a"), at=at(9))
+    store.events.buffer(ev("b2", "k/1", source="b b"), at=at(5))
+    store.events.buffer(ev("b1", "k/1", source="b b"), at=at(5))
+    store.events.buffer(ev("tie", "k/1", source="a"), at=at(5))
+    store.events.buffer(ev("c", "k/1", source="c!"), at=at(7))
+    store.events.buffer(ev("other", "k/2", source="0"), at=at(1))
+    store.events.buffer(ev("refund", "k/1", source="0", kind="refund"), at=at(1))
+    order = []
+    for n in range(5):
+        got = store.events.claim_for(sub("r", f"x{n}", "k/1"), at=at(10))
+        order.append((got.event.source, got.event.id))
+    assert order == [("a", "tie"), ("b b", "b1"), ("b b", "b2"), ("c!", "c"), ("a", "late")]
+    store.events.buffer(ev("d2", "k/1", source="d"), at=at(3))
+    store.events.buffer(ev("e", "k/1", source="e"), at=at(2))
+    store.events.buffer(ev("d1", "k/1", source="d"), at=at(4))
+    got = store.events.claim_for(sub("r", "y", "k/1", from_source="d"), at=at(10))
+    assert (got.event.source, got.event.id) == ("d", "d2")
+    got = store.events.claim_for(sub("r", "z", "k/1"), at=at(10))
+    assert got.event.id == "e"
+
+
 def test_claim_for_recovers_its_own_claim_with_the_payload(store):
     """A retry returns the same event, payload included, until unsubscribe."""
     store.events.buffer(ev("e1", "k/1", payload={"x": [1, 2]}), at=at(0))

@@ -148,7 +148,7 @@ end
 
 -- Collects the live index entries of rows, to add or remove them together.
 local function live_entries()
-  return { live = {}, by_key = {}, by_sender = {} }
+  return { live = {}, by_key = {} }
 end
 
 local function live_collect(acc, eid, f)
@@ -156,8 +156,7 @@ local function live_collect(acc, eid, f)
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   acc.live[#acc.live + 1] = at .. eid
   for _, nv in ipairs(event_nv(f)) do
-    acc.by_key[#acc.by_key + 1] = kind .. nv .. at .. eid
-    acc.by_sender[#acc.by_sender + 1] = kind .. source .. nv .. at .. eid
+    acc.by_key[#acc.by_key + 1] = kind .. nv .. source .. at .. eid
   end
 end
 
@@ -165,7 +164,6 @@ local function live_apply(acc, add)
   local apply = add and zadd_all or zrem_all
   apply(K.live, acc.live)
   apply(K.live_by_key, acc.by_key)
-  apply(K.live_by_sender, acc.by_sender)
 end
 
 -- Adds (add = true) or removes the live index entries of one row, one command
@@ -178,14 +176,12 @@ local function live_index(eid, f, add, nv_list)
   if add then
     redis.call("ZADD", K.live, "0", tail)
     for _, nv in ipairs(nv_list) do
-      redis.call("ZADD", K.live_by_key, "0", kind .. nv .. tail)
-      redis.call("ZADD", K.live_by_sender, "0", kind .. source .. nv .. tail)
+      redis.call("ZADD", K.live_by_key, "0", kind .. nv .. source .. tail)
     end
   else
     redis.call("ZREM", K.live, tail)
     for _, nv in ipairs(nv_list) do
-      redis.call("ZREM", K.live_by_key, kind .. nv .. tail)
-      redis.call("ZREM", K.live_by_sender, kind .. source .. nv .. tail)
+      redis.call("ZREM", K.live_by_key, kind .. nv .. source .. tail)
     end
   end
 end
@@ -256,6 +252,46 @@ end
 -- The eid at the end of an index member that ends "instant . eid".
 local function eid_after(member, prefix_len)
   return string.sub(member, prefix_len + INSTANT_WIDTH + 1)
+end
+
+-- Whether byte string a sorts before b (by bytes, a proper prefix first).
+local function bytes_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
+-- The oldest live row under base = enc(kind) . nv, from source (encoded) when
+-- given, else from any: its eid and index member, or nil. The index holds
+-- base . source . instant . eid, so the claim search with a sender reads its
+-- first entry, and the one without reads the first entry of each source that
+-- has live rows under the key, keeping the oldest by (received_at, source, id).
+local function oldest_live(base, source)
+  if source then
+    local prefix = base .. source
+    local m = with_prefix(K.live_by_key, prefix, 1)[1]
+    return m and eid_after(m, #prefix), m
+  end
+  local best, best_at, best_eid
+  local last = "(" .. base .. "\255"
+  local m = with_prefix(K.live_by_key, base, 1)[1]
+  while m do
+    local stop = string.find(m, TERM, #base + 1, true)
+    if not stop then
+      corrupt("index", m, "bad live entry")
+    end
+    local at = tonumber(string.sub(m, stop + 1, stop + INSTANT_WIDTH))
+    local eid = string.sub(m, stop + INSTANT_WIDTH + 1)
+    if not best or at < best_at or (at == best_at and bytes_before(eid, best_eid)) then
+      best, best_at, best_eid = m, at, eid
+    end
+    m = redis.call("ZRANGEBYLEX", K.live_by_key, "(" .. string.sub(m, 1, stop) .. "\255", last, "LIMIT", "0", "1")[1]
+  end
+  return best_eid, best
 end
 
 -- ARGV[first ..]: source, id, kind, payload JSON, minter actor, minter basis,

@@ -43,15 +43,10 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
   if marked then
     return nil
   end
-  local kind_c = enc(kind)
+  local kind_c, from_c = enc(kind), from ~= "" and enc(from) or nil
   for _, nv in ipairs(nv_list) do
-    local prefix, index = kind_c .. nv, K.live_by_key
-    if from ~= "" then
-      prefix, index = kind_c .. enc(from) .. nv, K.live_by_sender
-    end
-    local m = with_prefix(index, prefix, 1)[1]
-    if m then
-      local eid = eid_after(m, #prefix)
+    local eid, m = oldest_live(kind_c .. nv, from_c)
+    if eid then
       local f = event_read(eid)
       if not f or f[E_STATE] ~= "live" then
         corrupt("index", m, "live index names a row that is not live")
