@@ -33,8 +33,7 @@ PREFIX = "agentplane"
 #: role -> key suffix. The roles are the names scripts use in their headers.
 ROLES: dict[str, str] = {
     # events
-    "events": "event",  # hash  eid -> event row
-    "payloads": "payload",  # hash  eid -> payload JSON text (absent: null)
+    "events": "event",  # hash  eid -> event row, its payload last
     "live": "event:live",  # lex   instant . eid            live rows, oldest first
     "live_by_key": "event:live:key",  # lex   kind ns value source . instant . eid
     "dead": "event:dead",  # lex   instant . eid
@@ -348,12 +347,9 @@ def redis_cli(*words: str | bytes) -> str:
 
 
 def locate_event(keys: TenantKeys, source: str, id: str) -> list[str]:
-    """The redis-cli commands that read one event's row and payload."""
+    """The redis-cli command that reads one event's row, its payload last."""
     eid = event_id(source, id)
-    return [
-        redis_cli("HGET", keys.key("events"), eid) + "   # its row",
-        redis_cli("HGET", keys.key("payloads"), eid) + "   # its payload",
-    ]
+    return [redis_cli("HGET", keys.key("events"), eid) + "   # its row, the payload last"]
 
 
 def locate_wait(keys: TenantKeys, run: str, effect: str) -> list[str]:

@@ -195,7 +195,7 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     "wait: rows tenant-wide, the rest in buckets, interned": (w_rows_wide, "two-step", 200),
     "wait: all in buckets": (w_bucketed, "two-step", 200),
     "wait: all in buckets, interned": (w_bucketed_interned, "two-step", 200),
-    "event: today's entries": (e_today_like, "yes", 250),
+    "event: row, payload field, three sorted sets (2026-12-03)": (e_today_like, "yes", 250),
     "event: row tenant-wide; indexes in buckets": (e_declared, "yes", 250),
     "event: the same, payload in the row, interned": (e_declared_inline, "yes", 250),
     "event: all in buckets": (e_bucketed, "two-step", 250),

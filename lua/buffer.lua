@@ -1,11 +1,10 @@
 -- buffer: store an inbound event as a live row unless its (source, id) exists.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] live: agentplane:{<tenant>}:event:live
--- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] replies: agentplane:{<tenant>}:reply
--- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[2] live: agentplane:{<tenant>}:event:live
+-- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[4] replies: agentplane:{<tenant>}:reply
+-- KEYS[5] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"NEW"} | {"SEEN"}

@@ -1,21 +1,20 @@
 -- claim_for: find and claim a buffered event for one wait, or recover its own claim.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] live: agentplane:{<tenant>}:event:live
--- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] ledger: agentplane:{<tenant>}:claim
--- KEYS[6] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[7] waits: agentplane:{<tenant>}:wait
--- KEYS[8] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[9] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[10] electable: agentplane:{<tenant>}:wait:match
--- KEYS[11] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[12] marks: agentplane:{<tenant>}:mark
--- KEYS[13] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[14] seals: agentplane:{<tenant>}:seal
--- KEYS[15] replies: agentplane:{<tenant>}:reply
--- KEYS[16] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[2] live: agentplane:{<tenant>}:event:live
+-- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[4] ledger: agentplane:{<tenant>}:claim
+-- KEYS[5] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[6] waits: agentplane:{<tenant>}:wait
+-- KEYS[7] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[8] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[9] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[10] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[11] marks: agentplane:{<tenant>}:mark
+-- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[13] seals: agentplane:{<tenant>}:seal
+-- KEYS[14] replies: agentplane:{<tenant>}:reply
+-- KEYS[15] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
 -- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at}

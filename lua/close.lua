@@ -1,29 +1,28 @@
 -- close: seal a run, retire every wait and claim of it, and disarm its timers, in one step.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] live: agentplane:{<tenant>}:event:live
--- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] dead: agentplane:{<tenant>}:event:dead
--- KEYS[6] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[7] ledger: agentplane:{<tenant>}:claim
--- KEYS[8] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[9] waits: agentplane:{<tenant>}:wait
--- KEYS[10] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[11] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[12] electable: agentplane:{<tenant>}:wait:match
--- KEYS[13] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[14] marks: agentplane:{<tenant>}:mark
--- KEYS[15] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[16] seals: agentplane:{<tenant>}:seal
--- KEYS[17] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[18] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[19] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
--- KEYS[20] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[21] geometry: agentplane:{<tenant>}:buckets
--- KEYS[22] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[23] replies: agentplane:{<tenant>}:reply
--- KEYS[24] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[2] live: agentplane:{<tenant>}:event:live
+-- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[4] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[5] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[6] ledger: agentplane:{<tenant>}:claim
+-- KEYS[7] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[8] waits: agentplane:{<tenant>}:wait
+-- KEYS[9] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[10] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[11] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[12] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[13] marks: agentplane:{<tenant>}:mark
+-- KEYS[14] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[15] seals: agentplane:{<tenant>}:seal
+-- KEYS[16] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[17] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[18] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[19] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[20] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[21] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[22] replies: agentplane:{<tenant>}:reply
+-- KEYS[23] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- ARGV[3..] unanswered: effects whose answer the journal lacks

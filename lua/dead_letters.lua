@@ -1,8 +1,7 @@
 -- dead_letters: one step of the tenant's dead rows, newest first.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[2] dead: agentplane:{<tenant>}:event:dead
 -- ARGV[1] room: count, the most rows this step lists
 -- ARGV[2] after: the dead index member of the last row the previous step listed, "" to start
 -- Returns: {"OK" | "MORE", last member, {event row, has payload "1"/"0", payload JSON}, ...}
@@ -28,15 +27,14 @@ return guard(function()
       break
     end
     local eid = eid_after(m, 0)
-    local raw = redis.call("HGET", K.events, eid)
-    -- Read-only: rows go back as stored; Python decodes and checks every field.
-    if not raw or row_state(raw) ~= "dead" then
+    local f = event_read(eid)
+    if not f or f[E_STATE] ~= "dead" then
       corrupt("index", m, "dead index names a row that is not dead")
     end
-    local payload = redis.call("HGET", K.payloads, eid)
-    out[i + 2] = { raw, payload and "1" or "0", payload or "" }
+    local reply = event_reply(eid, f)
+    out[i + 2] = reply
     out[2] = m
-    size = size + #raw + (payload and #payload or 0)
+    size = size + #reply[1] + #reply[3]
   end
   return out
 end)

@@ -1,19 +1,18 @@
 -- deliver: buffer an event, then offer it to the oldest eligible wait, in one step.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] live: agentplane:{<tenant>}:event:live
--- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] ledger: agentplane:{<tenant>}:claim
--- KEYS[6] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[7] waits: agentplane:{<tenant>}:wait
--- KEYS[8] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[9] electable: agentplane:{<tenant>}:wait:match
--- KEYS[10] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[11] marks: agentplane:{<tenant>}:mark
--- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[13] replies: agentplane:{<tenant>}:reply
--- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[2] live: agentplane:{<tenant>}:event:live
+-- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[4] ledger: agentplane:{<tenant>}:claim
+-- KEYS[5] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[6] waits: agentplane:{<tenant>}:wait
+-- KEYS[7] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[8] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[9] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[10] marks: agentplane:{<tenant>}:mark
+-- KEYS[11] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[12] replies: agentplane:{<tenant>}:reply
+-- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"DUPLICATE", at}
@@ -33,13 +32,14 @@ return guard(function()
   if not f then
     -- A new event goes straight to the wait it resumes (held: it never enters
     -- the live indexes), or is buffered live.
-    f = new_event_row(event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "held", "", "", "0")
+    f = new_event_row(
+      event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "held", "", "", "0", event.payload
+    )
     local sub = elect(event.eid, f, at, event.nv)
     if not sub then
       insert_event(event, at, "live", "", "", "0")
       return words("BUFFERED", decimal(at))
     end
-    redis.call("HSET", K.payloads, event.eid, event.payload)
     return { "RESUMED", decimal(at), sub }
   end
   if f[E_STATE] ~= "live" then

@@ -1,18 +1,17 @@
 -- deliver_to: deliver a continuation to one named run's qualifying wait, or store nothing.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] ledger: agentplane:{<tenant>}:claim
--- KEYS[4] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[5] waits: agentplane:{<tenant>}:wait
--- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[7] electable: agentplane:{<tenant>}:wait:match
--- KEYS[8] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[9] marks: agentplane:{<tenant>}:mark
--- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[11] seals: agentplane:{<tenant>}:seal
--- KEYS[12] replies: agentplane:{<tenant>}:reply
--- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[2] ledger: agentplane:{<tenant>}:claim
+-- KEYS[3] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[4] waits: agentplane:{<tenant>}:wait
+-- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[6] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[8] marks: agentplane:{<tenant>}:mark
+-- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[10] seals: agentplane:{<tenant>}:seal
+-- KEYS[11] replies: agentplane:{<tenant>}:reply
+-- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run the event is addressed to
 -- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
@@ -67,9 +66,9 @@ return guard(function()
       if rows then
         local reply = sub_reply(run, w.effect, w.wid, attrs, rows)
         local row = new_event_row(
-          event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "held", run, w.effect, "1"
+          event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "held", run, w.effect, "1",
+          event.payload
         )
-        redis.call("HSET", K.payloads, event.eid, event.payload)
         hold(event.eid, row, run, w.effect, at)
         park(run, w.wid, attrs, at, rows)
         return { "MATCHED", decimal(at), reply }

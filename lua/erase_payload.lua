@@ -1,21 +1,20 @@
 -- erase_payload: remove an event's payload for good, keeping its identity for dedup.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] live: agentplane:{<tenant>}:event:live
--- KEYS[4] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[5] dead: agentplane:{<tenant>}:event:dead
--- KEYS[6] ledger: agentplane:{<tenant>}:claim
--- KEYS[7] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[8] waits: agentplane:{<tenant>}:wait
--- KEYS[9] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[10] electable: agentplane:{<tenant>}:wait:match
--- KEYS[11] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[12] marks: agentplane:{<tenant>}:mark
--- KEYS[13] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[14] seals: agentplane:{<tenant>}:seal
--- KEYS[15] replies: agentplane:{<tenant>}:reply
--- KEYS[16] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[2] live: agentplane:{<tenant>}:event:live
+-- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[4] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[5] ledger: agentplane:{<tenant>}:claim
+-- KEYS[6] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[7] waits: agentplane:{<tenant>}:wait
+-- KEYS[8] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[9] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[10] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[11] marks: agentplane:{<tenant>}:mark
+-- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[13] seals: agentplane:{<tenant>}:seal
+-- KEYS[14] replies: agentplane:{<tenant>}:reply
+-- KEYS[15] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] source: the event's source
 -- ARGV[2] id: the event's id
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
@@ -57,7 +56,7 @@ return guard(function()
       end
     end
   end
-  f[E_ERASED] = "1"
+  f[E_ERASED], f[#f] = "1", ""
   if f[E_STATE] == "live" or f[E_STATE] == "held" then
     local run = f[E_RUN]
     kill(eid, f, "erased")
@@ -68,6 +67,5 @@ return guard(function()
     -- consumed or dead: only the payload and the mark change; a dead row keeps its reason.
     event_write(eid, f)
   end
-  redis.call("HDEL", K.payloads, eid)
   return words("ERASED")
 end)

@@ -1,7 +1,6 @@
 -- lookup_event: one stored event, whatever its state, with its payload.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] payloads: agentplane:{<tenant>}:payload
 -- ARGV[1] source: the event's source
 -- ARGV[2] id: the event's id
 -- Returns: {"ROW", event row, has payload "1"/"0", payload JSON} | {"NONE"}

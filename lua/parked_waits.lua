@@ -1,19 +1,18 @@
 -- parked_waits: one bounded step: retire sealed runs' marks, else list parked waits.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[4] ledger: agentplane:{<tenant>}:claim
--- KEYS[5] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[6] waits: agentplane:{<tenant>}:wait
--- KEYS[7] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[8] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[9] electable: agentplane:{<tenant>}:wait:match
--- KEYS[10] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[11] marks: agentplane:{<tenant>}:mark
--- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[13] replies: agentplane:{<tenant>}:reply
--- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[2] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[3] ledger: agentplane:{<tenant>}:claim
+-- KEYS[4] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[5] waits: agentplane:{<tenant>}:wait
+-- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[7] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[8] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[9] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[10] marks: agentplane:{<tenant>}:mark
+-- KEYS[11] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[12] replies: agentplane:{<tenant>}:reply
+-- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] room: count, the most waits this step lists
 -- ARGV[2] after_run: the run of the last wait listed by the previous step, "" to start
 -- ARGV[3] after_effect: its effect

@@ -1,11 +1,10 @@
 -- purge: one bounded step removing dead and consumed rows received at or before a cutoff.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] payloads: agentplane:{<tenant>}:payload
--- KEYS[3] dead: agentplane:{<tenant>}:event:dead
--- KEYS[4] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[5] replies: agentplane:{<tenant>}:reply
--- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[2] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[3] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[4] replies: agentplane:{<tenant>}:reply
+-- KEYS[5] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] older_than: instant ms, inclusive cutoff
 -- ARGV[2] batch: count, the most rows this step removes
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
@@ -46,7 +45,6 @@ return guard(function()
     zrem_all(K.dead, chosen.dead)
     zrem_all(K.consumed, chosen.consumed)
     redis.call("HDEL", K.events, unpack(eids))
-    redis.call("HDEL", K.payloads, unpack(eids))
   end
   return words("OK", #eids)
 end)

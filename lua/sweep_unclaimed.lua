@@ -40,7 +40,7 @@ return guard(function()
       corrupt("index", members[i], "live index names a row that is not live")
     end
     rows[i] = f
-    size = size + 2 * (#raws[i] + (#f - E_KEYS + 1) / 2 * (#f[E_KIND] + #eid))
+    size = size + 2 * (#raws[i] + (#f - E_KEYS) / 2 * (#f[E_KIND] + #eid))
   end
   -- live -> dead, for the whole batch in a fixed number of calls.
   local acc, written, dead = live_entries(), {}, {}

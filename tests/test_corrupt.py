@@ -132,7 +132,11 @@ def test_a_damaged_wait_is_refused(store, raw, index, value):
 def test_a_corrupt_payload_is_reported_after_the_claim_is_recorded(store, raw):
     """Only Python parses payloads: the claim stands and behaves like a crashed caller's."""
     store.events.buffer(ev("e1", "k/1"), at=at(0))
-    raw.hset(store.keys.key("payloads"), event_id("src", "e1"), b"{not json")
+    key, eid = store.keys.key("events"), event_id("src", "e1")
+    row, payload = raw.hget(key, eid), b'{"id":"e1"}'
+    last = b"%d:%s," % (len(payload), payload)
+    assert row.endswith(last)  # the payload, last
+    raw.hset(key, eid, row[: -len(last)] + b"9:{not json,")
     with pytest.raises(CorruptRow):
         store.events.wait(sub("r", "w", "k/1"), at=at(1))
     assert store.events.stats().claimed == 1

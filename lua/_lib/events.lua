@@ -3,7 +3,10 @@
 -- Row fields (netstrings): tag "e1", state (live | held | consumed | dead),
 -- source, id, kind, received_at, minter actor, minter basis, holder run,
 -- holder effect, claimed_at, dead reason, erased (0/1), targeted (0/1), then
--- the correlation keys as namespace, value pairs in first-given order.
+-- the correlation keys as namespace, value pairs in first-given order, then
+-- the payload's JSON text ("" for null: consumed and erased rows). Replies
+-- carry a row without its payload field and the payload beside it
+-- (event_reply), so that a remembered reply can withhold it.
 -- A live row sits in the live indexes; a held row has one ledger entry; a
 -- consumed or dead row sits in its retention index (consumed, dead).
 
@@ -13,7 +16,7 @@ local E_REASON, E_ERASED, E_TARGETED, E_KEYS = 12, 13, 14, 15
 local TARGETED_REASON = "the run it was addressed to concluded without consuming it"
 
 local function event_fault(f)
-  if #f < 14 or (#f - 14) % 2 ~= 0 then
+  if #f < 15 or (#f - 15) % 2 ~= 0 then
     return "wrong number of fields"
   end
   if f[1] ~= "e1" then
@@ -31,10 +34,13 @@ local function event_fault(f)
   if (f[E_ERASED] ~= "0" and f[E_ERASED] ~= "1") or (f[E_TARGETED] ~= "0" and f[E_TARGETED] ~= "1") then
     return "bad mark"
   end
-  for i = E_KEYS, #f do
+  for i = E_KEYS, #f - 1 do
     if f[i] == "" then
       return "empty correlation key"
     end
+  end
+  if f[#f] ~= "" and (f[E_STATE] == "consumed" or f[E_ERASED] == "1") then
+    return "a payload kept past its row's consumption or erasure"
   end
   local state, claimed = f[E_STATE], f[E_RUN] ~= "" or f[E_EFFECT] ~= "" or f[E_CLAIMED] ~= ""
   if state == "live" or state == "dead" then
@@ -79,11 +85,16 @@ local function event_read(eid)
   return event_parse(eid, raw)
 end
 
--- An event row's text: pack's, its fourteen fixed fields as one concatenation.
-local function event_pack(f)
-  local L, n = LENGTH, #f
+-- An event row's text without its payload field (the reply's row): pack's,
+-- its fourteen fixed fields as one concatenation.
+local function event_base(f)
+  local L, n = LENGTH, #f - 1
   if n < 14 then
-    return pack(f)
+    local head = {}
+    for x = 1, n do
+      head[x] = f[x]
+    end
+    return pack(head)
   end
   local a, b, c, d, e, g, h = f[1], f[2], f[3], f[4], f[5], f[6], f[7]
   local i, j, k, l, m, o, q = f[8], f[9], f[10], f[11], f[12], f[13], f[14]
@@ -108,19 +119,34 @@ local function event_pack(f)
   return row
 end
 
--- Writes the row; returns it packed.
-local function event_write(eid, f)
-  local row = event_pack(f)
-  redis.call("HSET", K.events, eid, row)
-  return row
+-- The stored text of a row whose event_base is base.
+local function event_stored(f, base)
+  local payload = f[#f]
+  return base .. (LENGTH[#payload] or length_colon(#payload)) .. payload .. ","
 end
 
--- {row, has payload, payload}; row is f packed, when the caller has it already.
--- A reply holding a payload is remembered with it withheld (core.lua, remember).
+-- An event row's stored text (pack's bytes, for any fields).
+local function event_pack(f)
+  if #f < 15 then
+    return pack(f)
+  end
+  return event_stored(f, event_base(f))
+end
+
+-- Writes the row; returns it packed without its payload (event_base).
+local function event_write(eid, f)
+  local base = event_base(f)
+  redis.call("HSET", K.events, eid, event_stored(f, base))
+  return base
+end
+
+-- {row, has payload, payload}: row is event_base(f), when the caller has it
+-- already. A reply holding a payload is remembered with it withheld
+-- (core.lua, remember).
 local function event_reply(eid, f, row)
-  row = row or event_pack(f)
-  local payload = redis.call("HGET", K.payloads, eid)
-  if payload then
+  row = row or event_base(f)
+  local payload = f[#f]
+  if payload ~= "" then
     local triple = { row, "1", payload }
     WITHHELD[#WITHHELD + 1] = { triple, 2 }
     return triple
@@ -131,7 +157,7 @@ end
 -- The row's correlation keys, encoded "ns value", in first-given order.
 local function event_nv(f)
   local out = {}
-  for i = E_KEYS, #f, 2 do
+  for i = E_KEYS, #f - 1, 2 do
     out[#out + 1] = enc(f[i]) .. enc(f[i + 1])
   end
   return out
@@ -186,14 +212,16 @@ local function live_index(eid, f, add, nv_list)
   end
 end
 
-local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state, run, effect, targeted)
+local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state, run, effect, targeted, payload)
   local f = { "e1", state, source, id, kind, decimal(at), actor, basis, run, effect, "", "", "0", targeted }
   if state == "held" then
     f[E_CLAIMED] = decimal(at)
   end
-  for i = 1, #keys_raw do
+  local n = #keys_raw
+  for i = 1, n do
     f[E_KEYS + i - 1] = keys_raw[i]
   end
+  f[E_KEYS + n] = payload
   return f
 end
 
@@ -223,9 +251,8 @@ end
 -- wid: the holder's id, when the caller has it.
 local function shed(eid, f, wid)
   ledger_remove(eid, f, wid)
-  f[E_STATE] = "consumed"
+  f[E_STATE], f[#f] = "consumed", ""
   event_write(eid, f)
-  redis.call("HDEL", K.payloads, eid)
   redis.call("ZADD", K.consumed, "0", instant_key_of(f[E_RECEIVED]) .. eid)
 end
 
@@ -254,17 +281,6 @@ local function eid_after(member, prefix_len)
   return string.sub(member, prefix_len + INSTANT_WIDTH + 1)
 end
 
--- Whether byte string a sorts before b (by bytes, a proper prefix first).
-local function bytes_before(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return #a < #b
-end
-
 -- The oldest live row under base = enc(kind) . nv, from source (encoded) when
 -- given, else from any: its eid and index member, or nil. The index holds
 -- base . source . instant . eid, so the claim search with a sender reads its
@@ -286,7 +302,7 @@ local function oldest_live(base, source)
     end
     local at = tonumber(string.sub(m, stop + 1, stop + INSTANT_WIDTH))
     local eid = string.sub(m, stop + INSTANT_WIDTH + 1)
-    if not best or at < best_at or (at == best_at and bytes_before(eid, best_eid)) then
+    if not best or at < best_at or (at == best_at and bytes_lt(eid, best_eid)) then
       best, best_at, best_eid = m, at, eid
     end
     m = redis.call("ZRANGEBYLEX", K.live_by_key, "(" .. string.sub(m, 1, stop) .. "\255", last, "LIMIT", "0", "1")[1]
@@ -315,9 +331,8 @@ end
 
 -- Inserts the event of event_args as a new row in state (live or held).
 local function insert_event(a, at, state, run, effect, targeted)
-  local f = new_event_row(a.source, a.id, a.kind, at, a.actor, a.basis, a.keys, state, run, effect, targeted)
+  local f = new_event_row(a.source, a.id, a.kind, at, a.actor, a.basis, a.keys, state, run, effect, targeted, a.payload)
   event_write(a.eid, f)
-  redis.call("HSET", K.payloads, a.eid, a.payload)
   if state == "live" then
     live_index(a.eid, f, true, a.nv)
   end
