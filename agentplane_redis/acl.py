@@ -74,6 +74,7 @@ SCRIPT_COMMANDS = (
     "hmget",
     "hset",
     "hsetnx",
+    "hstrlen",
     "rename",
     "time",
     "unlink",

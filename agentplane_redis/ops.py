@@ -435,11 +435,11 @@ def purge(ctx: Context, older_than: datetime, *, limit: int = 1000) -> Plan[int]
     while left > 0:
         asked = min(left, PURGE_BATCH)
         reply = yield ctx.call("purge", [cutoff, asked])
-        codec.check_status(reply)
+        status = codec.check_status(reply)
         done = codec.integer(reply[1])
         total += done
         left -= done
-        if done < asked:
+        if done < asked and status != "MORE":  # MORE: a step of large rows
             break
     return total
 

@@ -29,7 +29,13 @@ return guard(function()
   for i, m in ipairs(members) do
     eids[i] = eid_after(m, 0)
   end
-  local raws, rows, size, status = hmget_all(K.events, eids), {}, 0, "OK"
+  -- Rows hold their payloads: read only as many as the step's budget takes.
+  local fits = rows_within(eids, SWEEP_BYTES / 2)
+  for i = fits + 1, #eids do
+    eids[i] = nil
+  end
+  local raws, rows, size = hmget_all(K.events, eids), {}, 0
+  local status = fits < #members and "MORE" or "OK"
   for i, eid in ipairs(eids) do
     if size >= SWEEP_BYTES then
       status = "MORE"

@@ -748,6 +748,21 @@ def test_purge_walks_more_than_one_step(store):
     ]
 
 
+def test_rows_with_large_payloads_are_swept_and_purged_a_few_a_step(store):
+    """A row holds its payload, so the sweep and purge read rows up to a byte budget
+    a step; every row still goes, oldest first, in steps of fewer rows."""
+    big = {"blob": "x" * 600_000}
+    for i in range(5):
+        store.events.buffer(ev(f"e{i}", payload=big), at=at(i))
+    store.events.buffer(ev("small"), at=at(5))
+    assert store.events.sweep_unclaimed(at(10)) == 6
+    assert [d.event.payload == big for d in store.events.dead_letters()] == [False] + [True] * 5
+    assert store.events.purge(at(3), limit=1000) == 4
+    assert ids(store.events.dead_letters()) == ["small", "e4"]
+    assert store.events.purge(at(10), limit=1000) == 2
+    assert store.events.stats().dead == 0
+
+
 # ------------------------------------------------------------ 6 tenancy
 
 

@@ -276,6 +276,20 @@ local function kill(eid, f, reason)
   redis.call("ZADD", K.dead, "0", instant_key_of(f[E_RECEIVED]) .. eid)
 end
 
+-- How many of eids (at least one, when there are any) a step reads whole,
+-- stopping once their rows come to budget bytes: a row holds its payload, so
+-- a step of rows with the largest payloads reads a few of them, not all.
+local function rows_within(eids, budget)
+  local size = 0
+  for i, eid in ipairs(eids) do
+    if i > 1 and size >= budget then
+      return i - 1
+    end
+    size = size + redis.call("HSTRLEN", K.events, eid)
+  end
+  return #eids
+end
+
 -- The eid at the end of an index member that ends "instant . eid".
 local function eid_after(member, prefix_len)
   return string.sub(member, prefix_len + INSTANT_WIDTH + 1)
