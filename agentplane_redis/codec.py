@@ -522,10 +522,15 @@ _STATES = ("live", "held", "consumed", "dead")
 
 
 def event_row(
-    row: object, has_payload: object = b"0", payload: object = b""
+    row: object, has_payload: object = b"0", payload: object = b"", *, stored: bool = False
 ) -> tuple[InboundEvent, datetime, list[str]]:
-    """The event a stored row holds, its received_at, and the raw fields."""
+    """The event a row holds, its received_at, and the raw fields. A reply's row
+    comes without its payload field (the payload beside it); a ``stored`` row, as
+    the events hash holds it, ends with it ("" for null)."""
     f = _fields("event row", row, b"e1")
+    if stored and len(f) > 14:
+        payload = f.pop()
+        has_payload = "1" if payload else "0"
     what = f"event ({f[2]!r}, {f[3]!r})" if len(f) > 3 else "event row"
     if len(f) < 14 or (len(f) - 14) % 2:
         fail_corrupt(what, "wrong number of fields")

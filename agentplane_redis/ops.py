@@ -99,18 +99,18 @@ class Context:
     def bucketed(
         self,
         script: str,
-        args: Sequence[Arg] | Callable[[Geometry], Sequence[Arg]],
+        args: Sequence[Arg] | Callable[[Geometry], tuple[Sequence[Arg], Sequence[str]]],
         run: str,
-        more: Callable[[Geometry], Sequence[str]] | None = None,
     ) -> Plan[Any]:
         """One call of a script with a bucket key (the bucket of ``run``): called
         again with the geometry the server answers ``BUCKETS`` with, which it does
         before writing anything when the buckets have split since this store
-        last learned of them."""
+        last learned of them. ``args`` may depend on the geometry: then it gives
+        the arguments and the further keys for it."""
         for _ in range(_REGROWN_TRIES):
             g = self.geometry
-            call_args = args(g) if callable(args) else args
-            reply = yield self.call(script, call_args, run=run, more=more(g) if more else ())
+            call_args, more = args(g) if callable(args) else (args, ())
+            reply = yield self.call(script, call_args, run=run, more=more)
             if text(reply[0]) != "BUCKETS":
                 return reply
             self.learn(reply[1:])
@@ -408,7 +408,7 @@ def dead_letters(ctx: Context, limit: int = 100) -> Plan[list[DeadLetter]]:
         reply = yield ctx.call("dead_letters", [asked, after])
         status = codec.check_status(reply)
         for r in reply[2:]:
-            event, received, fields = codec.event_row(r[0], r[1], r[2])
+            event, received, fields = codec.event_row(r, stored=True)
             out.append(DeadLetter(event, received, codec.dead_reason(fields[11])))
         room -= len(reply) - 2
         after = reply[1]
@@ -524,7 +524,7 @@ def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed
 def arm(ctx: Context, timer: Timer) -> Plan[bool]:
     """Store the timer unless (run, effect) is armed; first arming wins."""
     args = codec.timer_args(timer)
-    reply = yield from ctx.bucketed("arm", args, args[0], more=ctx.keys.timer_split)
+    reply = yield from ctx.bucketed("arm", lambda g: (args, ctx.keys.timer_split(g)), args[0])
     if codec.check_status(reply) != "NEW":
         return False
     if len(reply) > 1:  # this arming split a bucket
@@ -588,43 +588,25 @@ def disarm_many(ctx: Context, timers: Iterable[Timer | tuple[str, str]]) -> Plan
     for first in range(0, len(order), DISARM_BATCH):
         step = order[first : first + DISARM_BATCH]
         reply = yield from ctx.bucketed(
-            "disarm_many",
-            partial(_disarm_args, ctx, step, first_key),
-            step[0][0],
-            more=partial(_disarm_keys, ctx, step, first_key),
+            "disarm_many", partial(_disarm_step, ctx, step, first_key), step[0][0]
         )
         codec.check_status(reply)
         removed += codec.integer(reply[1])
     return removed
 
 
-def _disarm_buckets(
+def _disarm_step(
     ctx: Context, step: Sequence[tuple[str, str]], first_key: int, g: Geometry
-) -> dict[str, int]:
-    """The KEYS index of each bucket a disarm_many step's runs are in: the first
-    run's takes the script's bucket slot, the others follow its keys."""
+) -> tuple[list[Arg], list[str]]:
+    """A disarm_many step's (bucket index, run, effect) triples and further keys:
+    one key per bucket the step's runs are in; the first run's takes the
+    script's bucket slot, the others follow its keys."""
     at: dict[str, int] = {}
-    for run, _ in step:
-        at.setdefault(ctx.keys.timer_bucket(run, g), first_key + len(at))
-    return at
-
-
-def _disarm_args(
-    ctx: Context, step: Sequence[tuple[str, str]], first_key: int, g: Geometry
-) -> list[Arg]:
-    """disarm_many's (bucket index, run, effect) triples."""
-    at = _disarm_buckets(ctx, step, first_key, g)
     args: list[Arg] = []
     for run, effect in step:
-        args += [at[ctx.keys.timer_bucket(run, g)], run, effect]
-    return args
-
-
-def _disarm_keys(
-    ctx: Context, step: Sequence[tuple[str, str]], first_key: int, g: Geometry
-) -> list[str]:
-    """disarm_many's further bucket keys."""
-    return list(_disarm_buckets(ctx, step, first_key, g))[1:]
+        bucket = ctx.keys.timer_bucket(run, g)
+        args += [at.setdefault(bucket, first_key + len(at)), run, effect]
+    return args, list(at)[1:]
 
 
 def disarm_run(ctx: Context, run: str) -> Plan[int]:

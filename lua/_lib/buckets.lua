@@ -63,20 +63,6 @@ local function bucket_rows(key)
   return redis.call("HGETALL", key)
 end
 
--- Writes the rows of flat[first .. last] (field, value, ...) to the bucket key,
--- (or deletes those fields when delete), in commands of at most 256 fields.
-local function bucket_write(key, flat, delete)
-  local step = delete and 256 or 512
-  for first = 1, #flat, step do
-    local last = math.min(#flat, first + step - 1)
-    if delete then
-      redis.call("HDEL", key, unpack(flat, first, last))
-    else
-      redis.call("HSET", key, unpack(flat, first, last))
-    end
-  end
-end
-
 -- After an insert into a bucket that now holds more than SPLIT_AT rows, with
 -- `size` entries in the family's buckets (geometry text `text`):
 -- when that is more than BUCKET_LOAD a bucket, splits bucket g.split (key `from`) into
@@ -106,8 +92,8 @@ local function grow(text, family, size, from, to, run_of)
       moved[2 * n - 1], moved[2 * n], gone[n] = flat[i], flat[i + 1], flat[i]
     end
   end
-  bucket_write(to, moved, false)
-  bucket_write(from, gone, true)
+  call_all("HSET", to, moved) -- field, value pairs: CHUNK is even
+  call_all("HDEL", from, gone)
   local level, split = g.level, g.split + 1
   if split == g.span then
     level, split = level + 1, 0
