@@ -75,6 +75,8 @@ SCRIPT_COMMANDS = (
     "hset",
     "hsetnx",
     "hstrlen",
+    "lpush",
+    "ltrim",
     "rename",
     "time",
     "unlink",
@@ -89,8 +91,9 @@ SCRIPT_COMMANDS = (
     "zscore",
 )
 #: What the store itself sends, besides the functions' own commands: the calls, the
-#: start-up check (the library's code, the server's version) and health checks.
-STORE_COMMANDS = ("fcall", "function|list", "hello", "ping")
+#: start-up check (the library's code, the server's version), health checks, and a
+#: worker's wait for a wake (``timers.wait_for_wake``).
+STORE_COMMANDS = ("blpop", "fcall", "function|list", "hello", "ping")
 #: What redis-py's cluster clients send besides: the slot map, the command table
 #: their key routing reads, and ASKING to follow a migrating slot.
 CLUSTER_COMMANDS = ("cluster|slots", "cluster|shards", "cluster|nodes", "command", "asking")

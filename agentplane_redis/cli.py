@@ -74,8 +74,10 @@ def connect(url: str) -> Any:
 
 
 class Context:
-    def __init__(self, url: str, tenant: str, as_json: bool) -> None:
+    def __init__(self, url: str, tenant: str, as_json: bool, url_given: bool = False) -> None:
         self.url, self.tenant, self.as_json = url, tenant, as_json
+        #: Whether --url or AGENTPLANE_REDIS_URL named the server (not the default).
+        self.url_given = url_given
 
     def client(self) -> Any:
         return connect(self.url)
@@ -87,7 +89,54 @@ class Context:
         click.echo(json.dumps(data, sort_keys=True) if self.as_json else text)
 
 
-@click.group()
+#: The group's own options, which are accepted after the command too.
+GLOBAL_VALUED, GLOBAL_FLAGS = ("--url", "--tenant"), ("--json",)
+
+
+def globals_first(args: list[str]) -> list[str]:
+    """The arguments with every global option (and its value) moved before the
+    command, so ``agentplane-redis dead-letters --json`` means what
+    ``agentplane-redis --json dead-letters`` does. Nothing after ``--`` moves."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name = arg.split("=", 1)[0]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg in GLOBAL_FLAGS or (name in GLOBAL_VALUED and "=" in arg):
+            front.append(arg)
+        elif name in GLOBAL_VALUED and i + 1 < len(args):
+            front += [arg, args[i + 1]]
+            i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
+class MainGroup(click.Group):
+    """The command group, taking its own options before or after the command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, globals_first(args))
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("agentplane-redis")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+@click.group(cls=MainGroup)
+@click.version_option(
+    version=_version(), prog_name="agentplane-redis", message="%(prog)s %(version)s"
+)
 @click.option(
     "--url",
     envvar="AGENTPLANE_REDIS_URL",
@@ -105,8 +154,11 @@ class Context:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def main(ctx: click.Context, url: str, tenant: str, as_json: bool) -> None:
-    """Inspect and operate agentplane-redis stores."""
-    ctx.obj = Context(url, tenant, as_json)
+    """Inspect and operate agentplane-redis stores.
+
+    The options above are accepted before or after the command."""
+    given = ctx.get_parameter_source("url") not in (None, click.core.ParameterSource.DEFAULT)
+    ctx.obj = Context(url, tenant, as_json, url_given=given)
 
 
 def guarded(fn: F) -> F:
@@ -659,6 +711,25 @@ def handler(spec: str) -> Any:
 @click.option("--sweep-grace", help="Dead-letter live events older than this, e.g. 1h.")
 @click.option("--retention", help="Purge dead and consumed rows older than this, e.g. 30d.")
 @click.option("--metrics-port", type=int, help="Also expose metrics on this port.")
+@click.option(
+    "--poll-interval",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="The longest sleep between passes, in seconds (an arm or park_wait wakes it sooner).",
+)
+@click.option(
+    "--redelivery-interval",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds between redelivery passes (a park_wait brings the next one forward).",
+)
+@click.option(
+    "--no-wake",
+    is_flag=True,
+    help="Poll every --poll-interval instead of blocking on the server for wake-ups.",
+)
 @click.pass_obj
 @guarded
 def worker(  # noqa: PLR0917 - click passes every option as an argument
@@ -671,6 +742,9 @@ def worker(  # noqa: PLR0917 - click passes every option as an argument
     sweep_grace: str | None,
     retention: str | None,
     metrics_port: int | None,
+    poll_interval: float,
+    redelivery_interval: float,
+    no_wake: bool,
 ) -> None:
     """Run a worker until SIGTERM or SIGINT."""
     from .metrics import WorkerMetrics, serve  # noqa: PLC0415 - only this command needs them
@@ -688,6 +762,9 @@ def worker(  # noqa: PLR0917 - click passes every option as an argument
         sweep_grace=duration(sweep_grace) if sweep_grace else None,
         retention=duration(retention) if retention else None,
         metrics=metrics,
+        poll_interval=poll_interval,
+        redelivery_interval=redelivery_interval,
+        wake=not no_wake,
     )
     if metrics_port is not None:
         serve(stores, metrics_port, worker_metrics=metrics)
@@ -722,13 +799,14 @@ def metrics(obj: Context, port: int, addr: str, tenants_: tuple[str, ...]) -> No
 
 
 @main.command()
-@click.option("--url", "demo_url", help="Run against this server instead of an embedded one.")
 @click.option("--workers", default=3, show_default=True, type=click.IntRange(min=2))
 @click.option("--timers", default=300, show_default=True, type=click.IntRange(min=1))
+@click.pass_obj
 @guarded
-def demo(demo_url: str | None, workers: int, timers: int) -> None:
-    """The stores at work on a real server, checked as they go (exit 1 if a check fails)."""
+def demo(obj: Context, workers: int, timers: int) -> None:
+    """The stores at work on a real server, checked as they go (exit 1 if a check fails):
+    the server --url or AGENTPLANE_REDIS_URL names, else an embedded one."""
     from .demo import run as run_demo  # noqa: PLC0415 - only this command needs it
 
-    if not run_demo(demo_url, workers=workers, timers=timers):
+    if not run_demo(obj.url if obj.url_given else None, workers=workers, timers=timers):
         sys.exit(1)

@@ -56,6 +56,9 @@ ROLES: dict[str, str] = {
     "timer_held_fire": "timer:held:fire",  # score fire_at   the same timers
     "timer_claims": "timer:claim",  # hash  tid -> "claimed_at lease"
     "timer_bucket": "timer:<bucket>",  # hash  tid -> attrs   by a hash of the run
+    # workers blocked on the server wait on it (BLPOP): at most two markers, "t" a
+    # timer armed sooner than the walk's head, "r" a wait parked for redelivery
+    "wake": "wake",  # list  markers
     # how many buckets there are
     "geometry": "buckets",  # hash  family -> "<level> <split>"
     # call tokens of writing scripts

@@ -671,3 +671,14 @@ def next_due(ctx: Context) -> Plan[datetime | None]:
     """The soonest timer's fire_at, or None."""
     timers = yield from pending(ctx, 1)
     return timers[0].fire_at if timers else None
+
+
+def next_claim_in(ctx: Context) -> Plan[timedelta | None]:
+    """How long until ``claim_due`` can claim a timer, by the store's clock: until the
+    soonest unheld timer's fire_at or the soonest lease expiry, whichever is first;
+    zero or less when one is claimable now; None when there are no timers."""
+    reply = yield ctx.call("next_claim", [ctx.at("now", None)])
+    codec.check_status(reply)
+    now = codec.integer(reply[1])
+    soonest = [codec.integer(value) for value in reply[2:4] if text(value) != ""]
+    return timedelta(milliseconds=min(soonest) - now) if soonest else None

@@ -37,6 +37,10 @@ from .server import hello_info
 #: again, which call tokens make safe (docs/reliability.md).
 SOCKET_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
+#: How long ``timers.wait_for_wake`` blocks by default, and at most: below the socket
+#: timeout ``from_url`` sets, so that a quiet wait is not taken for a lost reply.
+WAKE_BLOCK_S = 5.0
+MAX_WAKE_BLOCK_S = 60.0
 RETRIES = 5
 
 
@@ -182,6 +186,7 @@ class TimerOps:
     armed = Op(ops.armed)
     next_due = Op(ops.next_due)
     lookup = Op(ops.lookup_timer)
+    next_claim_in = Op(ops.next_claim_in)
 
 
 class RunOps:
@@ -197,8 +202,31 @@ class Events(EventOps, SyncPart):
     __slots__ = ()
 
 
+def _wake_args(timeout: object) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise InvalidInput("timeout must be a number of seconds")
+    if not 0 < timeout <= MAX_WAKE_BLOCK_S:
+        raise InvalidInput(f"timeout must be above 0 and at most {MAX_WAKE_BLOCK_S:g} seconds")
+    return float(timeout)
+
+
+def _marker(reply: Any) -> str | None:
+    return None if reply is None else codec.text(reply[1])
+
+
 class Timers(TimerOps, SyncPart):
     __slots__ = ()
+
+    def wait_for_wake(self, timeout: float = WAKE_BLOCK_S) -> str | None:
+        """Blocks on the server, on a connection of the client's pool, until a
+        writer wakes one worker of the tenant or ``timeout`` seconds pass: "t"
+        when a timer was armed sooner than every timer armed before it (a sleep
+        planned until the next due timer is too long), "r" when a wait was parked
+        for redelivery; None at the timeout. One marker wakes one waiter; a
+        marker pushed while nobody waits is kept (the two newest) for the next.
+        Keep ``timeout`` below the client's socket timeout."""
+        seconds = _wake_args(timeout)
+        return _marker(self._driver.client.blpop([self._driver.ctx.keys.key("wake")], seconds))
 
 
 class Runs(RunOps, SyncPart):
@@ -211,6 +239,12 @@ class AsyncEvents(EventOps, AsyncPart):
 
 class AsyncTimers(TimerOps, AsyncPart):
     __slots__ = ()
+
+    async def wait_for_wake(self, timeout: float = WAKE_BLOCK_S) -> str | None:
+        """As ``RedisStore.timers.wait_for_wake``, awaited."""
+        seconds = _wake_args(timeout)
+        key = self._driver.ctx.keys.key("wake")
+        return _marker(await self._driver.client.blpop([key], seconds))
 
 
 class AsyncRuns(RunOps, AsyncPart):

@@ -5,8 +5,17 @@ disarming those whose handler returned, the page's in one ``disarm_many`` (an
 exception leaves a timer claimed, so the lease expiry retries it); hand each
 parked wait and the event it holds to ``on_redelivery``; sweep events older
 than ``sweep_grace`` into dead letters and purge rows older than
-``retention`` (both off unless given); then sleep
-until the next due timer or ``poll_interval``, whichever is sooner.
+``retention`` (both off unless given); then sleep until a timer can next be
+claimed (``timers.next_claim_in``), the next redelivery or housekeeping pass,
+or ``poll_interval``, whichever is soonest.
+
+While it sleeps, one thread (a task, for ``AsyncWorker``) per store blocks on
+the server (``timers.wait_for_wake``, a ``BLPOP`` of at most ``WAKE_BLOCK_S``
+at a time) and wakes the loop when an ``arm`` makes a timer due sooner than
+every timer before it, or a ``park_wait`` parks a wait for redelivery (then
+the redelivery pass runs at once): one marker wakes one worker, so a timer
+armed 200 ms ahead fires on time instead of at the next poll, and an idle
+worker sends the server a few commands a minute.
 
 The pass is decided once, by ``plan_pass``, a generator that does no I/O: it
 yields store calls and handler batches, and the sync ``Worker`` or the asyncio
@@ -17,6 +26,7 @@ the loops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import random
@@ -33,6 +43,7 @@ import redis
 
 from .errors import InvalidInput, LibraryMissing, ServerBusy
 from .model import BufferedEvent, Subscription, Timer
+from .store import WAKE_BLOCK_S
 
 log = logging.getLogger("agentplane_redis.worker")
 
@@ -74,13 +85,18 @@ class Settings:
 
     lease: timedelta = timedelta(seconds=60)
     batch: int = 64
-    poll_interval: float = 1.0
+    #: The longest sleep between passes: wake-ups make idle polling needless, so this
+    #: only bounds how long a lost wake (a wake list lost in a failover) could delay.
+    poll_interval: float = 30.0
     concurrency: int = 1
     redelivery_interval: float = 10.0
     sweep_grace: timedelta | None = None
     retention: timedelta | None = None
     housekeeping_interval: float = 60.0
     max_backoff: float = 30.0
+    #: Whether the worker blocks on the server for wake-ups between passes. Off, it
+    #: polls every ``poll_interval`` (for a proxy that refuses blocking commands).
+    wake: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.lease, timedelta) or self.lease <= timedelta(0):
@@ -95,6 +111,8 @@ class Settings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise InvalidInput(f"{name} must be a positive number of seconds")
+        if not isinstance(self.wake, bool):
+            raise InvalidInput("wake must be True or False")
         for name in ("sweep_grace", "retention"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, timedelta) or value < timedelta(0)):
@@ -155,6 +173,14 @@ class Schedule:
 
     redelivered: float = float("-inf")
     housekept: float = float("-inf")
+    #: Passes in a row that found a timer claimable and claimed none (a claim this
+    #: caller's clock sees as live): their retries back off.
+    stalled: int = 0
+
+
+#: The first pause after a pass that claimed nothing while a timer was claimable
+#: (it became due between the two calls); doubled on each further such pass.
+RETRY_SOON_S = 0.002
 
 
 def plan_pass(
@@ -198,13 +224,41 @@ def plan_pass(
             report.purged = yield StoreCall("events.purge", (wall - settings.retention,))
     if report.claimed == settings.batch:
         report.sleep = 0.0  # more may be due now
+        schedule.stalled = 0
     else:
-        # A soonest timer already due was just swept past: it is held (contract 4.8),
-        # so the poll interval applies; a future one shortens the sleep.
-        due = yield StoreCall("timers.next_due")
-        wait = settings.poll_interval if due is None else (due - wall).total_seconds()
-        report.sleep = settings.poll_interval if wait <= 0 else min(wait, settings.poll_interval)
+        wait = yield StoreCall("timers.next_claim_in")
+        report.sleep = _sleep(
+            settings, schedule, now=now, redelivery=redelivery, wait=wait, claimed=report.claimed
+        )
     return report
+
+
+def _sleep(
+    settings: Settings,
+    schedule: Schedule,
+    *,
+    now: float,
+    redelivery: bool,
+    wait: timedelta | None,
+    claimed: int,
+) -> float:
+    """Seconds until the next pass: until a timer can be claimed (``wait``), the next
+    redelivery or housekeeping pass, or ``poll_interval``, whichever is soonest."""
+    sleep = settings.poll_interval
+    if wait is not None:
+        seconds = wait.total_seconds()
+        if seconds > 0:
+            sleep, schedule.stalled = min(sleep, seconds), 0
+        elif claimed:
+            return 0.0  # claimable now, and this pass claimed: the next pass goes on
+        else:
+            sleep = min(sleep, RETRY_SOON_S * 2.0 ** min(schedule.stalled, 20))
+            schedule.stalled += 1
+    if redelivery:
+        sleep = min(sleep, schedule.redelivered + settings.redelivery_interval - now)
+    if settings.sweep_grace is not None or settings.retention is not None:
+        sleep = min(sleep, schedule.housekept + settings.housekeeping_interval - now)
+    return max(0.0, sleep)
 
 
 def _method(store: Any, path: str) -> Any:
@@ -237,6 +291,8 @@ class _Base:
         self.last_success: datetime | None = None
         self.metrics = metrics
         self._stop = threading.Event()
+        #: Set by a store's waker (a marker on its wake list) and by ``stop``.
+        self._wake = threading.Event()
         self._failures = 0
         #: When the current outage began (monotonic s), and what it is; None: none.
         self._outage: tuple[float, tuple[str, str]] | None = None
@@ -244,6 +300,7 @@ class _Base:
     def stop(self) -> None:
         """Finish the handlers in hand, claim nothing new, and return from ``run``."""
         self._stop.set()
+        self._wake.set()
 
     @property
     def stopping(self) -> bool:
@@ -266,6 +323,21 @@ class _Base:
             )
             for store, schedule in zip(self.stores, self.schedules, strict=True)
         ]
+
+    def _woken(self, index: int, marker: str | None) -> bool:
+        """Takes a store's wake marker: "r" makes its redelivery pass due now.
+        Whether the loop is to wake."""
+        if marker is None:
+            return False
+        if marker == "r":
+            self.schedules[index].redelivered = float("-inf")
+        return True
+
+    def _waker_failed(self, error: BaseException, failures: int) -> float:
+        """The pause before a waker blocks again after ``error`` (the passes report
+        outages; this only keeps the waker from spinning)."""
+        log.debug("waiting for a wake failed (%r); trying again", error)
+        return float(min(self.settings.max_backoff, 0.1 * 2.0 ** min(failures, 20)))
 
     def _backoff(self, error: BaseException, state: tuple[str, str]) -> float:
         """After a pass that found the server away or in a transient state: the pause
@@ -411,18 +483,40 @@ class Worker(_Base):
 
     def run(self) -> None:
         """Pass after pass until ``stop()``, SIGTERM or SIGINT; rides out server outages
-        and every transient server state (``TRANSIENT``), with backoff."""
+        and every transient server state (``TRANSIENT``), with backoff. Between
+        passes it sleeps until the next one is due or a store's waker wakes it."""
         restore = _install_signals(self.stop)
+        for index, store in enumerate(self.stores if self.settings.wake else ()):
+            waker = threading.Thread(
+                target=self._waker, args=(index, store), name="agentplane-waker", daemon=True
+            )
+            waker.start()
         try:
             while not self.stopping:
+                self._wake.clear()  # a wake during the pass brings the next one forward
                 try:
                     report = self.run_once()
                     delay = report.sleep
                 except (redis.exceptions.RedisError, LibraryMissing) as error:
                     delay = self._failed(error)
-                self._stop.wait(delay)
+                self._wake.wait(delay)
         finally:
+            self.stop()  # the wakers see it within WAKE_BLOCK_S
             restore()
+
+    def _waker(self, index: int, store: Any) -> None:
+        """Blocks on the store's wake list, again and again, until the worker stops."""
+        failures = 0
+        while not self.stopping:
+            try:
+                marker = store.timers.wait_for_wake(WAKE_BLOCK_S)
+            except Exception as error:  # the passes report what is wrong
+                failures += 1
+                self._stop.wait(self._waker_failed(error, failures))
+                continue
+            failures = 0
+            if self._woken(index, marker):
+                self._wake.set()
 
 
 class AsyncWorker(_Base):
@@ -497,20 +591,53 @@ class AsyncWorker(_Base):
 
     async def run(self) -> None:
         """Pass after pass until ``stop()``, SIGTERM or SIGINT; rides out server outages
-        and every transient server state (``TRANSIENT``), with backoff."""
+        and every transient server state (``TRANSIENT``), with backoff. Between
+        passes it sleeps until the next one is due or a store's waker wakes it."""
         restore = _install_signals(self.stop)
+        awake = asyncio.Event()
+        wakers = [
+            asyncio.create_task(self._waker(index, store, awake))
+            for index, store in enumerate(self.stores if self.settings.wake else ())
+        ]
         try:
             while not self.stopping:
+                awake.clear()  # a wake during the pass brings the next one forward
                 try:
                     report = await self.run_once()
                     delay = report.sleep
                 except (redis.exceptions.RedisError, LibraryMissing) as error:
                     delay = self._failed(error)
-                deadline = time.monotonic() + delay
-                while not self.stopping and time.monotonic() < deadline:
-                    await asyncio.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                await self._sleep(delay, awake)
         finally:
+            for waker in wakers:
+                waker.cancel()
+            await asyncio.gather(*wakers, return_exceptions=True)
             restore()
+
+    async def _sleep(self, delay: float, awake: asyncio.Event) -> None:
+        """Until ``delay`` passes, a waker sets ``awake``, or the worker stops (seen
+        within a quarter second: ``stop`` may come from another thread)."""
+        deadline = time.monotonic() + delay
+        while not self.stopping and not awake.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(awake.wait(), min(left, 0.25))
+
+    async def _waker(self, index: int, store: Any, awake: asyncio.Event) -> None:
+        """Blocks on the store's wake list, again and again, until cancelled."""
+        failures = 0
+        while not self.stopping:
+            try:
+                marker = await store.timers.wait_for_wake(WAKE_BLOCK_S)
+            except Exception as error:  # the passes report what is wrong
+                failures += 1
+                await asyncio.sleep(self._waker_failed(error, failures))
+                continue
+            failures = 0
+            if self._woken(index, marker):
+                awake.set()
 
 
 def _install_signals(stop: Callable[[], None]) -> Callable[[], None]:

@@ -4,8 +4,9 @@
 -- KEYS[2] timer_held: agentplane:{<tenant>}:timer:held
 -- KEYS[3] geometry: agentplane:{<tenant>}:buckets
 -- KEYS[4] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[5] replies: agentplane:{<tenant>}:reply
--- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[5] wake: agentplane:{<tenant>}:wake
+-- KEYS[6] replies: agentplane:{<tenant>}:reply
+-- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the timer's run
 -- ARGV[2] effect: the timer's effect
 -- ARGV[3] fire_at: instant ms
@@ -31,10 +32,16 @@ return guard(function()
   if redis.call("HSETNX", K.timer_bucket, tid, attrs) == 0 then
     return words("SEEN")
   end
+  -- A timer sooner than the walk's head (or the first) wakes one blocked worker,
+  -- which may have planned to sleep until the head.
+  local head = redis.call("ZRANGE", K.timer_walk, "0", "0", "WITHSCORES")[2]
   redis.call("ZADD", K.timer_walk, ARGV[3], tid .. attrs)
+  if not head or tonumber(ARGV[3]) < tonumber(head) then
+    wake("t")
+  end
   if redis.call("HLEN", K.timer_bucket) > SPLIT_AT then
     local size = redis.call("ZCARD", K.timer_walk) + redis.call("ZCARD", K.timer_held)
-    local grown = grow(geo, "timer", size, KEYS[7], KEYS[8], wid_run)
+    local grown = grow(geo, "timer", size, KEYS[8], KEYS[9], wid_run)
     if grown then
       return words("NEW", grown)
     end

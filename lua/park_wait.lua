@@ -8,8 +8,9 @@
 -- KEYS[6] marks: agentplane:{<tenant>}:mark
 -- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
 -- KEYS[8] seals: agentplane:{<tenant>}:seal
--- KEYS[9] replies: agentplane:{<tenant>}:reply
--- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[9] wake: agentplane:{<tenant>}:wake
+-- KEYS[10] replies: agentplane:{<tenant>}:reply
+-- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
 -- Returns: {"OK", at}
@@ -24,5 +25,6 @@ return guard(function()
   local sub = sub_args()
   local attrs, _, _, _, stored = register(sub.run, sub.wid, sub.attrs, sub.nv, at, false)
   park(sub.run, sub.wid, attrs, at, not stored and UNLISTED or nil)
+  wake("r") -- for the redelivery pass of a blocked worker
   return words("OK", decimal(at))
 end)

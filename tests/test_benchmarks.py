@@ -413,3 +413,29 @@ def test_every_single_operation_the_throughput_times_does_its_usual_work(monkeyp
     assert store.events.stats().consumed == 3  # the claims unsubscribe shed, none other
     claimed = [t.run for r in found["claim_due (a page of one)"] for t in r]
     assert claimed == ["tp-due-0", "tp-due-1", "tp-due-2"]  # soonest first, one a call
+
+
+@pytest.mark.real
+def test_lateness_reports_each_case_and_the_idle_commands():
+    """lateness.py: p50, p99 and max for the idle worker and the streams, with wake-ups
+    and with polling, and the commands an idle worker sends per minute."""
+    out = run(
+        "lateness.py",
+        "--tries",
+        "3",
+        "--timers",
+        "12",
+        "--seconds",
+        "1",
+        "--idle",
+        "2",
+        timeout=300,
+    )
+    for how in ("wake-ups", "polling every second"):
+        assert_rows(
+            out,
+            f"| idle worker, {how} | 3 |",
+            f"| 12 timers over 1 s, 1 worker, {how} | 12 |",
+            f"| 12 timers over 1 s, 4 workers, {how} | 12 |",
+            f"| {how} | ",
+        )

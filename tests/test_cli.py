@@ -4,6 +4,7 @@ exit codes, confirmations; and the installed command against a real server."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from datetime import datetime, timedelta, timezone
@@ -239,6 +240,14 @@ def test_the_worker_command_runs_handlers_until_sigterm(store):
     assert store.timers.pending() == []
     refused = run("worker", "--handler", "no_such_module:nothing")
     assert refused.exit_code == cli.EXIT_REFUSED
+    # Polling instead of wake-ups, at intervals of the operator's choosing.
+    store.timers.arm(Timer("r8", "due", T - timedelta(days=1)))
+    options = ("--no-wake", "--poll-interval", "0.5", "--redelivery-interval", "5")
+    polled = run("worker", "--handler", "cli_handlers:record_then_stop", *options)
+    assert polled.exit_code == 0, polled.output
+    assert ("r8", "due") in cli_handlers.HANDLED
+    for bad in ("0", "-1", "soon"):
+        assert run("worker", "--handler", "cli_handlers:x", "--poll-interval", bad).exit_code == 2
 
 
 def test_check_over_a_server_without_info(store):
@@ -308,6 +317,51 @@ def test_the_demo_runs_against_a_given_server(start):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "started" not in done.stdout.splitlines()[0]
+    # The global option's environment variable names the server just as well.
+    env = {**os.environ, "AGENTPLANE_REDIS_URL": server.url}
+    done = subprocess.run(
+        [exe, "demo", "--workers", "2", "--timers", "10"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "started" not in done.stdout.splitlines()[0]
+
+
+def test_global_options_work_before_or_after_the_command(store):
+    """--json, --url and --tenant (also as --tenant=...) after the command, as the
+    README's own example writes them; nothing after -- moves."""
+    store.events.buffer(ev("old", "order/Z-1"), at=at(0))
+    store.events.sweep_unclaimed(at(10))
+    before = CliRunner().invoke(cli.main, ["--tenant", "acme", "--json", "dead-letters"])
+    after = CliRunner().invoke(
+        cli.main, ["dead-letters", "--limit", "20", "--json", "--tenant=acme"]
+    )
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.output) == json.loads(before.output)
+    assert "old" in [row["event"]["id"] for row in json.loads(after.output)]
+    assert cli.globals_first(["show", "event", "--", "--json", "x"]) == [
+        "show",
+        "event",
+        "--",
+        "--json",
+        "x",
+    ]
+    assert cli.globals_first(["stats", "--url", "redis://h:1/0"]) == [
+        "--url",
+        "redis://h:1/0",
+        "stats",
+    ]
+
+
+def test_version_is_printed():
+    """--version: the package's name and version, exit 0."""
+    result = CliRunner().invoke(cli.main, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.startswith("agentplane-redis ")
 
 
 def test_sweep_and_purge_report_for_people_too(store):

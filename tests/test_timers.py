@@ -322,3 +322,49 @@ def test_lookup_shows_a_timer_and_its_claim(store):
     assert store.timers.lookup("r", "t") == TimerRecord(
         timer("r", "t", 5), at(7), timedelta(seconds=3)
     )
+
+
+# ------------------------------------------------------------ waking workers
+
+
+def test_an_arm_sooner_than_every_timer_wakes_one_waiter(store):
+    """arm pushes a "t" marker when its timer is the walk's new head, and only then;
+    one marker wakes one waiter, and at most the two newest wait for one."""
+    assert store.timers.wait_for_wake(0.05) is None
+    store.timers.arm(timer("r", "a", 10 * MINUTE))  # the first timer
+    assert store.timers.wait_for_wake(0.05) == "t"
+    assert store.timers.wait_for_wake(0.05) is None  # taken by the first waiter
+    store.timers.arm(timer("r", "later", 20 * MINUTE))
+    store.timers.arm(timer("r", "a", 0))  # armed already: first arming wins
+    assert store.timers.wait_for_wake(0.05) is None
+    for n in range(5):
+        store.timers.arm(timer("r", f"sooner{n}", 5 * MINUTE - n))
+    assert [store.timers.wait_for_wake(0.05) for _ in range(3)] == ["t", "t", None]
+
+
+def test_a_parked_wait_wakes_a_waiter_for_redelivery(store):
+    """park_wait pushes an "r" marker."""
+    store.events.park_wait(sub("r", "w", "k/1"), at=at(0))
+    assert store.timers.wait_for_wake(0.05) == "r"
+
+
+def test_wait_for_wake_refuses_a_timeout_it_cannot_keep(store):
+    """A timeout is a number of seconds above 0 and at most a minute."""
+    for bad in (0, -1, 61, "1", True, None):
+        with pytest.raises(InvalidInput):
+            store.timers.wait_for_wake(bad)
+
+
+def test_next_claim_in_is_the_soonest_fire_time_or_lease_expiry(store):
+    """next_claim_in: None without timers; else until the soonest unheld fire_at or
+    lease expiry, by the store's clock (the server's)."""
+    assert store.timers.next_claim_in() is None
+    soon = datetime.now(timezone.utc) + timedelta(hours=1)
+    store.timers.arm(Timer("r", "later", soon))
+    left = store.timers.next_claim_in()
+    assert timedelta(minutes=59) < left <= timedelta(hours=1)
+    store.timers.arm(Timer("r", "due", datetime.now(timezone.utc) - timedelta(seconds=5)))
+    assert store.timers.next_claim_in() <= timedelta(seconds=-4)
+    assert [t.effect for t in store.timers.claim_due(lease=timedelta(minutes=10))] == ["due"]
+    left = store.timers.next_claim_in()  # the lease's expiry comes before "later"
+    assert timedelta(minutes=9) < left <= timedelta(minutes=10)

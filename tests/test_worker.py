@@ -59,7 +59,8 @@ def test_a_pass_hands_over_due_timers_and_disarms_what_returned():
     assert [t.effect for t in store.timers.pending()] == ["t3", "later"]
     # t3 stays claimed: not handed out again inside its lease.
     assert Worker(store, on_timer=on_timer).run_once().claimed == 0
-    assert 0 < report.sleep <= 1.0
+    # The next claimable timer is t3 again, once its lease lapses.
+    assert 29 < report.sleep <= 30
 
 
 def test_a_pass_redelivers_parked_waits_sweeps_and_purges():
@@ -121,6 +122,7 @@ def test_settings_are_validated():
         {"poll_interval": 0},
         {"lease": 5},
         {"retention": 3},
+        {"wake": "yes"},
     ):
         with pytest.raises(InvalidInput):
             Worker(store, on_timer=lambda s, t: None, **bad)
@@ -506,3 +508,102 @@ def test_a_worker_rides_out_a_busy_server(start, kind, flavour):
 
         blocker = asyncio.run(asyncio.wait_for(go(), 30))
     blocker.join(10)
+
+
+# ---------------------------------------------------------------- wake-ups
+
+
+def _soon(ms: int) -> datetime:
+    return now() + timedelta(milliseconds=ms)
+
+
+@pytest.mark.real
+def test_an_idle_worker_process_wakes_for_a_timer_armed_before_its_next_poll(start, tmp_path):
+    """A worker with nothing to do and a minute-long poll handles a timer armed 300 ms
+    ahead at its fire time, not at the next poll: the arm woke it."""
+    server = start("redis")
+    log = tmp_path / "log.jsonl"
+    worker = spawn(server.url, ["acme"], "w", str(log), 30_000, poll_interval=60.0)
+    client = redis.Redis.from_url(server.url)
+    wait_for(lambda: "cmd=blpop" in str(client.execute_command("CLIENT", "LIST")))
+    fire_at = _soon(300)
+    RedisStore(client, tenant="acme").timers.arm(Timer("r", "sleep", fire_at))
+    wait_for(lambda: any(e["event"] == "done" for e in read(log)), timeout=20)
+    started = next(e for e in read(log) if e["event"] == "start")
+    assert started["at"] >= fire_at.timestamp() - 0.001  # never early
+    os.kill(worker.pid, signal.SIGTERM)
+    worker.join(30)
+    assert worker.exitcode == 0
+
+
+def _run_in_thread(worker: Any) -> threading.Thread:
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_worker_wakes_on_every_backend(backend, make):
+    """On fakeredis, Redis, Valkey and both clusters: a worker whose next poll is a
+    minute away handles a timer armed 200 ms ahead within seconds."""
+    if backend.flavour == "async":
+        pytest.skip("the async worker has its own test")
+    store = make(backend.tenant)
+    done = threading.Event()
+    worker = Worker(store, on_timer=lambda s, t: done.set(), poll_interval=60.0)
+    thread = _run_in_thread(worker)
+    try:
+        time.sleep(0.3)  # the worker's first pass found nothing; it sleeps a minute
+        store.timers.arm(Timer("r", "sleep", _soon(200)))
+        assert done.wait(20)
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert store.timers.pending_count() == 0
+
+
+def test_the_async_worker_wakes_for_a_timer_armed_sooner():
+    """AsyncWorker: the same wake-up, through an awaited BLPOP."""
+    astore = fake_async_store("acme")
+
+    async def main() -> bool:
+        done = asyncio.Event()
+
+        async def on_timer(s: Any, t: Timer) -> None:
+            done.set()
+
+        worker = AsyncWorker(astore, on_timer=on_timer, poll_interval=60.0)
+        task = asyncio.create_task(worker.run())
+        await asyncio.sleep(0.3)
+        await astore.timers.arm(Timer("r", "sleep", _soon(200)))
+        try:
+            await asyncio.wait_for(done.wait(), 20)
+            return True
+        finally:
+            worker.stop()
+            await asyncio.wait_for(task, 30)
+
+    assert asyncio.run(main())
+
+
+def test_a_parked_wait_brings_the_redelivery_pass_forward():
+    """park_wait wakes a worker, whose redelivery pass then runs at once, however long
+    its redelivery interval."""
+    store = fake_store("acme")
+    got = threading.Event()
+    worker = Worker(
+        store,
+        on_timer=lambda s, t: None,
+        on_redelivery=lambda s, w, e: got.set(),
+        poll_interval=60.0,
+        redelivery_interval=3600.0,
+    )
+    thread = _run_in_thread(worker)
+    try:
+        time.sleep(0.3)  # the first pass ran its redelivery; the next is an hour away
+        store.events.buffer(ev("e1", "k/1"))
+        assert store.events.claim_for(sub("r", "w", "k/1")) is not None
+        store.events.park_wait(sub("r", "w", "k/1"))  # the delivery path gave up
+        assert got.wait(20)
+    finally:
+        worker.stop()
+        thread.join(30)

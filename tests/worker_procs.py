@@ -27,6 +27,7 @@ def run_worker(
     lease_ms: int,
     slow: str | None = None,
     handler_s: float = 0.0,
+    poll_interval: float = 0.05,
 ) -> None:
     """A worker over the tenants; its handler logs each timer (start, end, pid). The timer
     whose effect is ``slow`` takes an hour, so the test can kill it mid-handler."""
@@ -44,7 +45,7 @@ def run_worker(
         on_timer=on_timer,
         lease=timedelta(milliseconds=lease_ms),
         batch=8,
-        poll_interval=0.05,
+        poll_interval=poll_interval,
         max_backoff=0.5,
     )
     worker.run()

@@ -124,6 +124,13 @@ local function words(a, b)
   return { a, b, ok = a .. " " .. b }
 end
 
+-- Pushes a marker onto K.wake, where workers with nothing to do block (BLPOP):
+-- one of them wakes. The two newest markers are kept for workers not blocked yet.
+local function wake(marker)
+  redis.call("LPUSH", K.wake, marker)
+  redis.call("LTRIM", K.wake, "0", "1")
+end
+
 -- Forgets the acknowledged tokens (a comma-separated list).
 local function forget(acks)
   if acks == "" then
