@@ -35,7 +35,7 @@ from .errors import (
     LibraryError,
     ServerMisconfigured,
 )
-from .keys import PREFIX, locate_event, locate_timer, locate_wait, timer_attrs
+from .keys import BUCKETED, PREFIX, ROLES, locate_event, locate_timer, locate_wait, timer_attrs
 from .model import DeadLetter, Subscription, Timer
 from .scripts import catalogue
 from .scripts import library as this_release
@@ -73,6 +73,17 @@ def connect(url: str) -> Any:
     return client_for_url(url)
 
 
+def tenant_is_empty(store: RedisStore) -> bool:
+    """Whether none of the tenant's fixed keys exists (False where the server will not
+    say: a tenant's ACL user may not run EXISTS)."""
+    keys = store.keys
+    fixed = [keys.key(role) for role in ROLES if role not in BUCKETED]
+    try:
+        return int(store.client.exists(*fixed)) == 0
+    except (redis.exceptions.RedisError, AttributeError):
+        return False
+
+
 class Context:
     def __init__(self, url: str, tenant: str, as_json: bool, url_given: bool = False) -> None:
         self.url, self.tenant, self.as_json = url, tenant, as_json
@@ -80,10 +91,22 @@ class Context:
         self.url_given = url_given
 
     def client(self) -> Any:
-        return connect(self.url)
+        try:
+            return connect(self.url)
+        except (ValueError, TypeError) as error:  # redis-py's reading of the URL
+            raise InvalidInput(f"--url {self.url!r}: {error}") from None
 
     def store(self) -> RedisStore:
-        return RedisStore(self.client(), tenant=self.tenant)
+        """The tenant's store; a warning on stderr where the tenant has no keys on the
+        server at all (a misspelled --tenant reads as zeros otherwise)."""
+        store = RedisStore(self.client(), tenant=self.tenant)
+        if tenant_is_empty(store):
+            click.echo(
+                f"agentplane-redis: warning: tenant {store.tenant!r} has no keys on this"
+                " server (a misspelled --tenant?)",
+                err=True,
+            )
+        return store
 
     def emit(self, data: dict[str, Any], text: str) -> None:
         click.echo(json.dumps(data, sort_keys=True) if self.as_json else text)
@@ -179,11 +202,39 @@ def guarded(fn: F) -> F:
 @guarded
 def check(obj: Context) -> None:
     """Check the server: eviction policy, persistence, replicas."""
-    found = obj.store().check()
+    store = RedisStore(obj.client(), tenant=obj.tenant)  # the server's, whatever the tenant
+    found = store.check()
     data = asdict(found)
     data.pop("confirmation")
-    lines = [f"{k}: {v}" for k, v in data.items()]
-    obj.emit(data, "\n".join(lines) + "\nok: the server can serve the store")
+    data["persistence"] = persistence(store.client, found.appendonly)
+    warning = PERSISTENCE_WARNINGS.get(data["persistence"])
+    data["verdict"] = "warning" if warning else "ok"
+    lines = [f"{k}: {v}" for k, v in data.items() if k != "verdict"]
+    said = f"warning: {warning}" if warning else "ok: the server can serve the store"
+    obj.emit(data, "\n".join([*lines, said]))
+
+
+#: What ``check`` says of a server by how it persists (``persistence``).
+PERSISTENCE_WARNINGS = {
+    "none": "the server persists nothing (no AOF, no snapshots): a restart loses every"
+    " timer, wait and event; turn on appendonly (docs/reliability.md)",
+    "snapshots": "the server only snapshots: a crash loses the writes since the last"
+    " snapshot; turn on appendonly (docs/reliability.md)",
+}
+
+
+def persistence(client: Any, appendonly: bool | None) -> str:
+    """How the server keeps data across a restart: "aof", "snapshots", "none", or
+    "unknown" where it does not say (a tenant's user may read neither INFO nor CONFIG)."""
+    if appendonly:
+        return "aof"
+    try:
+        save = client.config_get("save").get("save")
+    except (redis.exceptions.RedisError, AttributeError):
+        return "unknown"
+    if save is None or appendonly is None:
+        return "unknown"
+    return "snapshots" if str(save).strip() else "none"
 
 
 @main.command(name="acl")
@@ -199,10 +250,16 @@ def check(obj: Context) -> None:
     is_flag=True,
     help="Also grant INFO (server-wide state), which durability='acknowledged' needs.",
 )
+@click.option("--yes", is_flag=True, help="Reset an existing user without asking.")
 @click.pass_obj
 @guarded
-def acl_command(
-    obj: Context, username: str | None, password: str | None, dry_run: bool, grant_info: bool
+def acl_command(  # noqa: PLR0917 - click passes every option as an argument
+    obj: Context,
+    username: str | None,
+    password: str | None,
+    dry_run: bool,
+    grant_info: bool,
+    yes: bool,
 ) -> None:
     """Create (or reset) the ACL user of --tenant: only its keys, only the store's commands."""
     generated = password is None
@@ -211,6 +268,12 @@ def acl_command(
     acl.credentials(obj.tenant, password)  # refused input never reaches the server
     client = obj.client()
     rules = acl.rules(obj.tenant, password, acl.server_info(client), grant_info)
+    if not dry_run and user_exists(client, name):
+        confirm(
+            yes,
+            f"ACL user {name!r} exists: reset it (its password too, which locks out"
+            " every worker still using the old one)?",
+        )
     if not dry_run:
         name = acl.create_tenant_user(client, obj.tenant, password, name, grant_info=grant_info)
     command = shlex.join(["ACL", "SETUSER", name, *rules])
@@ -221,6 +284,14 @@ def acl_command(
     if generated and not dry_run:
         text += f"\npassword: {password}"
     obj.emit(data, text)
+
+
+def user_exists(client: Any, name: str) -> bool:
+    """Whether the server has the ACL user (False where it cannot tell)."""
+    try:
+        return client.execute_command("ACL", "GETUSER", name) is not None
+    except (redis.exceptions.RedisError, AttributeError, IndexError, TypeError):
+        return False
 
 
 # ---------------------------------------------------------------- rendering
@@ -310,6 +381,8 @@ def show(obj: Context, data: Any, rendered: Any) -> None:
 
 
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+#: The longest duration an option takes (a century), so that now minus it is a date.
+MAX_DURATION = timedelta(days=36_500)
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
@@ -318,7 +391,13 @@ def duration(text: str) -> timedelta:
     match = _DURATION.match(text.strip())
     if match is None:
         raise InvalidInput(f"{text!r} is not a duration like 90s, 15m, 2h or 30d")
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        value = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError:
+        value = MAX_DURATION + MAX_DURATION
+    if value > MAX_DURATION:
+        raise InvalidInput(f"{text!r} is longer than {MAX_DURATION.days} days")
+    return value
 
 
 def confirm(yes: bool, what: str) -> None:
@@ -436,9 +515,10 @@ def scripts(obj: Context) -> None:
     is_flag=True,
     help="Delete the libraries of other releases (once none of their workers runs).",
 )
+@click.option("--yes", is_flag=True, help="Delete them without asking.")
 @click.pass_obj
 @guarded
-def library(obj: Context, delete_others: bool) -> None:
+def library(obj: Context, delete_others: bool, yes: bool) -> None:
     """Load (or verify) this release's Functions library and list the releases' libraries.
 
     A library of this release's name whose code is not this release's (replaced by
@@ -448,7 +528,12 @@ def library(obj: Context, delete_others: bool) -> None:
     states = server.install_library(client)
     found = acl.libraries(client)
     others = [other for other in found if other != name]
-    if delete_others:
+    if delete_others and others:
+        confirm(
+            yes,
+            f"delete {len(others)} other librar{'y' if len(others) == 1 else 'ies'}"
+            f" ({', '.join(others)})? Workers of those releases fail until they are upgraded",
+        )
         for other in others:
             acl.delete_library(client, other)
     said = {
@@ -702,6 +787,21 @@ def handler(spec: str) -> Any:
         raise InvalidInput(f"cannot load {spec!r}: {missing}") from None
 
 
+#: A TCP port (0: any free one).
+PORT = click.IntRange(0, 65_535)
+
+
+def serving(start: Callable[[], Any], addr: str, port: int) -> Any:
+    """Starts a metrics server, a bind that fails (port in use, no such address)
+    refused in one line."""
+    try:
+        return start()
+    except OSError as error:
+        raise InvalidInput(
+            f"cannot serve metrics on {addr}:{port}: {error.strerror or error}"
+        ) from None
+
+
 @main.command()
 @click.option("--handler", "on_timer", required=True, help="Timer handler, module:function.")
 @click.option("--redelivery", help="Redelivery handler, module:function.")
@@ -710,7 +810,7 @@ def handler(spec: str) -> Any:
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--sweep-grace", help="Dead-letter live events older than this, e.g. 1h.")
 @click.option("--retention", help="Purge dead and consumed rows older than this, e.g. 30d.")
-@click.option("--metrics-port", type=int, help="Also expose metrics on this port.")
+@click.option("--metrics-port", type=PORT, help="Also expose metrics on this port.")
 @click.option(
     "--poll-interval",
     default=30.0,
@@ -767,7 +867,9 @@ def worker(  # noqa: PLR0917 - click passes every option as an argument
         wake=not no_wake,
     )
     if metrics_port is not None:
-        serve(stores, metrics_port, worker_metrics=metrics)
+        serving(
+            lambda: serve(stores, metrics_port, worker_metrics=metrics), "127.0.0.1", metrics_port
+        )
     click.echo(
         f"worker serving {', '.join(repr(s.tenant) for s in stores)}; SIGTERM to stop", err=True
     )
@@ -775,7 +877,7 @@ def worker(  # noqa: PLR0917 - click passes every option as an argument
 
 
 @main.command()
-@click.option("--port", default=9464, show_default=True, type=int)
+@click.option("--port", default=9464, show_default=True, type=PORT)
 @click.option("--addr", default="127.0.0.1", show_default=True)
 @click.option("--also", "tenants_", multiple=True, help="Export this tenant too (repeatable).")
 @click.pass_obj
@@ -788,7 +890,8 @@ def metrics(obj: Context, port: int, addr: str, tenants_: tuple[str, ...]) -> No
     from .metrics import serve  # noqa: PLC0415
 
     client = obj.client()
-    server = serve([RedisStore(client, tenant=t) for t in (obj.tenant, *tenants_)], port, addr=addr)
+    stores = [RedisStore(client, tenant=t) for t in (obj.tenant, *tenants_)]
+    server = serving(lambda: serve(stores, port, addr=addr), addr, port)
     click.echo(f"metrics on http://{addr}:{port}/metrics", err=True)
     # Handlers of our own: a process started in the background inherits SIGINT ignored.
     stop = threading.Event()

@@ -175,6 +175,15 @@ def test_the_cli_creates_the_user(start):
     assert RedisStore(client, tenant="a*").events.buffer(ev("e", "k/1"), at=at(0))
     with pytest.raises(redis.exceptions.NoPermissionError):
         RedisStore(client, tenant="acme").events.stats()
+    # The user exists now: resetting it (and its password) asks first.
+    again = ["--url", server.url, "--tenant", "a*", "--json", "acl", "--password", "new"]
+    refused = CliRunner().invoke(main, again, input="n\n")
+    assert refused.exit_code == 1
+    assert RedisStore(client, tenant="a*").events.buffer(ev("e2", "k/1"), at=at(0))
+    reset = CliRunner().invoke(main, [*again, "--yes"])
+    assert reset.exit_code == 0, reset.output
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis(port=server.port, username=made["user"], password=made["password"]).ping()
 
 
 @pytest.mark.real

@@ -252,7 +252,68 @@ def test_the_worker_command_runs_handlers_until_sigterm(store):
 
 def test_check_over_a_server_without_info(store):
     """check on fakeredis (no INFO): reported as unknown, exit 0."""
-    assert data("check")["server"] == "unknown"
+    found = data("check")
+    assert found["server"] == "unknown"
+    assert found["persistence"] == "unknown"
+
+
+@pytest.mark.real
+def test_check_warns_of_a_server_that_persists_nothing(start):
+    """check: "persistence" and "verdict" in --json; a warning, not "ok", where the
+    server keeps nothing across a restart, and where it only snapshots."""
+    bare = start("redis")
+    logged = start("redis", appendonly=True)
+    args = ["--tenant", "acme", "--json", "check"]
+    found = json.loads(CliRunner().invoke(cli.main, ["--url", bare.url, *args]).output)
+    assert (found["persistence"], found["verdict"]) == ("none", "warning")
+    found = json.loads(CliRunner().invoke(cli.main, ["--url", logged.url, *args]).output)
+    assert (found["persistence"], found["verdict"]) == ("aof", "ok")
+    import redis
+
+    redis.Redis.from_url(bare.url).config_set("save", "3600 1")
+    text = CliRunner().invoke(cli.main, ["--url", bare.url, "check"]).output
+    assert "warning: the server only snapshots" in text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "localhost:6379",
+        "http://localhost:6379",
+        "redis://localhost:port/0",
+        "redis://localhost:6379/0?socket_timeout=soon",
+    ],
+)
+def test_a_bad_url_is_one_line_and_exit_2(url):
+    """A --url redis-py cannot read: one line naming it, exit 2, no traceback."""
+    result = CliRunner().invoke(cli.main, ["--url", url, "stats"])
+    assert result.exit_code == cli.EXIT_REFUSED
+    assert result.output.count("\n") == 1
+    assert "--url" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_durations_and_ports_are_one_line_and_exit_2(store):
+    """A duration past a century, a port out of range, a port in use or an address
+    that is not this host's: one line, exit 2."""
+    import socket
+
+    for args in (
+        ["sweep", "--older-than", "99999999999d", "--yes"],
+        ["purge", "--older-than", "36501d", "--yes"],
+        ["metrics", "--port", "70000"],
+        ["metrics", "--port", "-1"],
+        ["metrics", "--addr", "203.0.113.9", "--port", "0"],
+    ):
+        result = run(*args)
+        assert result.exit_code == cli.EXIT_REFUSED, (args, result.output)
+        assert "Traceback" not in result.output
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        result = run("metrics", "--port", str(taken.getsockname()[1]))
+    assert result.exit_code == cli.EXIT_REFUSED
+    assert "cannot serve metrics on 127.0.0.1" in result.output
 
 
 @pytest.mark.real
@@ -355,6 +416,16 @@ def test_global_options_work_before_or_after_the_command(store):
         "redis://h:1/0",
         "stats",
     ]
+
+
+def test_a_tenant_without_keys_is_said_so(store):
+    """A tenant with no keys at all (a misspelled --tenant): the numbers, and a warning
+    on stderr; exit 0."""
+    result = CliRunner().invoke(cli.main, ["--tenant", "acmee", "--json", "stats"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["live"] == 0
+    assert "tenant 'acmee' has no keys" in result.stderr
+    assert "has no keys" not in run("stats").stderr
 
 
 def test_version_is_printed():

@@ -217,7 +217,15 @@ def test_the_cli_loads_lists_and_deletes_libraries(start, tmp_path, monkeypatch)
     assert out.exit_code == 0, out.output
     assert '"others": ["' + older.name in out.output
     assert sorted(loaded(admin)) == sorted([library().name, older.name])
-    out = runner.invoke(cli.main, ["--url", server.url, "library", "--delete-others"])
+    # Deleting asks first; no, and nothing is deleted.
+    out = runner.invoke(cli.main, ["--url", server.url, "library", "--delete-others"], input="n\n")
+    assert out.exit_code == 1
+    assert sorted(loaded(admin)) == sorted([library().name, older.name])
+    out = runner.invoke(cli.main, ["--url", server.url, "library", "--delete-others"], input="y\n")
+    assert out.exit_code == 0, out.output
+    assert loaded(admin) == [library().name]
+    admin.function_load(older.source)
+    out = runner.invoke(cli.main, ["--url", server.url, "library", "--delete-others", "--yes"])
     assert out.exit_code == 0, out.output
     assert loaded(admin) == [library().name]
 
