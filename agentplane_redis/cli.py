@@ -787,6 +787,35 @@ def handler(spec: str) -> Any:
         raise InvalidInput(f"cannot load {spec!r}: {missing}") from None
 
 
+#: What a server that is not (yet) serving answers: worker and metrics wait it out.
+NOT_YET = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.BusyLoadingError,
+)
+
+
+def stores_when_up(obj: Context, tenants: tuple[str, ...]) -> list[RedisStore]:
+    """The tenants' stores, once the server answers: while it does not, says so on
+    stderr and tries again with backoff (up to 30 s apart) until it does or the
+    process is stopped."""
+    import time  # noqa: PLC0415
+
+    delay = 0.5
+    while True:
+        try:
+            client = obj.client()  # anew: whether the URL names a cluster is asked too
+            return [RedisStore(client, tenant=t) for t in tenants]
+        except NOT_YET as error:
+            click.echo(
+                f"agentplane-redis: the server at {obj.url} does not answer ({error});"
+                f" trying again in {delay:g} s (SIGTERM or Ctrl-C to stop)",
+                err=True,
+            )
+            time.sleep(delay)
+            delay = min(30.0, delay * 2)
+
+
 #: A TCP port (0: any free one).
 PORT = click.IntRange(0, 65_535)
 
@@ -850,8 +879,7 @@ def worker(  # noqa: PLR0917 - click passes every option as an argument
     from .metrics import WorkerMetrics, serve  # noqa: PLC0415 - only this command needs them
     from .worker import Worker  # noqa: PLC0415
 
-    client = obj.client()
-    stores = [RedisStore(client, tenant=t) for t in (obj.tenant, *tenants_)]
+    stores = stores_when_up(obj, (obj.tenant, *tenants_))
     metrics = WorkerMetrics() if metrics_port is not None else None
     running = Worker(
         stores,
@@ -889,8 +917,7 @@ def metrics(obj: Context, port: int, addr: str, tenants_: tuple[str, ...]) -> No
 
     from .metrics import serve  # noqa: PLC0415
 
-    client = obj.client()
-    stores = [RedisStore(client, tenant=t) for t in (obj.tenant, *tenants_)]
+    stores = stores_when_up(obj, (obj.tenant, *tenants_))
     server = serving(lambda: serve(stores, port, addr=addr), addr, port)
     click.echo(f"metrics on http://{addr}:{port}/metrics", err=True)
     # Handlers of our own: a process started in the background inherits SIGINT ignored.

@@ -261,6 +261,19 @@ def _sleep(
     return max(0.0, sleep)
 
 
+def _check_handler(name: str, handler: Callable[..., Any], params: str) -> None:
+    """Refuses, when the worker is made, a handler that cannot be called with
+    ``params`` (instead of failing on the first timer, at run time)."""
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):  # a builtin without a signature: called as it is
+        return
+    try:
+        signature.bind(*(None for _ in params.split(", ")))
+    except TypeError as error:
+        raise InvalidInput(f"{name} is called as {name}({params}); {handler!r}: {error}") from None
+
+
 def _method(store: Any, path: str) -> Any:
     part, name = path.split(".")
     return getattr(getattr(store, part), name)
@@ -284,6 +297,9 @@ class _Base:
             raise InvalidInput("a worker needs at least one store")
         if not callable(on_timer) or (on_redelivery is not None and not callable(on_redelivery)):
             raise InvalidInput("handlers must be callables")
+        _check_handler("on_timer", on_timer, "store, timer")
+        if on_redelivery is not None:
+            _check_handler("on_redelivery", on_redelivery, "store, subscription, event")
         self.settings = Settings(**settings)
         self.on_timer, self.on_redelivery = on_timer, on_redelivery
         self.schedules = [Schedule() for _ in self.stores]
@@ -369,6 +385,10 @@ class _Base:
             raise error
         return self._backoff(error, state)
 
+    def _observed(self, store: Any, report: PassReport) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_store_pass(store.tenant, report)
+
     def _succeeded(self, report: PassReport) -> None:
         if self._outage is not None:
             log.warning(
@@ -382,10 +402,18 @@ class _Base:
         if self.metrics is not None:
             self.metrics.observe_pass(report)
 
-    def _handled(self, timer: Timer, started: float, error: BaseException | None) -> None:
+    def _starting(self, store: Any, timer: Timer) -> None:
+        """A timer's handler is about to start: how late it fires."""
+        if self.metrics is not None:
+            late = (datetime.now(timezone.utc) - timer.fire_at).total_seconds()
+            self.metrics.observe_lateness(store.tenant, late)
+
+    def _handled(
+        self, store: Any, timer: Timer, started: float, error: BaseException | None
+    ) -> None:
         elapsed = time.monotonic() - started
         if self.metrics is not None:
-            self.metrics.observe_handler("timer", elapsed, error is None)
+            self.metrics.observe_handler(store.tenant, "timer", elapsed, error is None)
         if error is not None:
             log.error(
                 "timer handler failed for run %r, effect %r (retried after its lease): %r",
@@ -394,9 +422,9 @@ class _Base:
                 error,
             )
 
-    def _redelivery_failed(self, sub: Subscription, error: BaseException) -> None:
+    def _redelivery_failed(self, store: Any, sub: Subscription, error: BaseException) -> None:
         if self.metrics is not None:
-            self.metrics.handled.labels("redelivery", "error").inc()
+            self.metrics.handled.labels(store.tenant, "redelivery", "error").inc()
         log.error("redelivery handler failed for run %r, effect %r: %r", sub.run, sub.effect, error)
 
     def _lease_watch(self, timer: Timer) -> Callable[[], None]:
@@ -426,6 +454,7 @@ class Worker(_Base):
         total = PassReport(sleep=self.settings.poll_interval)
         for store, plan in self._passes():
             report = self._drive(store, plan)
+            self._observed(store, report)
             total.add(report)
             total.sleep = min(total.sleep, report.sleep)
         self._succeeded(total)
@@ -453,6 +482,7 @@ class Worker(_Base):
         )
         watch.daemon = True
         watch.start()
+        self._starting(store, timer)
         started, error = time.monotonic(), None
         try:
             self.on_timer(store, timer)
@@ -460,7 +490,7 @@ class Worker(_Base):
             error = failed
         finally:
             watch.cancel()
-        self._handled(timer, started, error)
+        self._handled(store, timer, started, error)
         return error is None
 
     def _timers(self, store: Any, timers: Sequence[Timer]) -> list[Timer]:
@@ -478,7 +508,7 @@ class Worker(_Base):
                 self.on_redelivery(store, sub, held)
                 done += 1
             except Exception as failed:
-                self._redelivery_failed(sub, failed)
+                self._redelivery_failed(store, sub, failed)
         return done
 
     def run(self) -> None:
@@ -527,6 +557,7 @@ class AsyncWorker(_Base):
         total = PassReport(sleep=self.settings.poll_interval)
         for store, plan in self._passes():
             report = await self._drive(store, plan)
+            self._observed(store, report)
             total.add(report)
             total.sleep = min(total.sleep, report.sleep)
         self._succeeded(total)
@@ -563,6 +594,7 @@ class AsyncWorker(_Base):
                 watch = loop.call_later(
                     LEASE_WARNING * self.settings.lease.total_seconds(), self._lease_watch(timer)
                 )
+                self._starting(store, timer)
                 started, error = time.monotonic(), None
                 try:
                     await self._call(self.on_timer, store, timer)
@@ -570,7 +602,7 @@ class AsyncWorker(_Base):
                     error = failed
                 finally:
                     watch.cancel()
-                self._handled(timer, started, error)
+                self._handled(store, timer, started, error)
                 return error is None
 
         ok = await asyncio.gather(*(one(t) for t in timers))
@@ -586,7 +618,7 @@ class AsyncWorker(_Base):
                 await self._call(self.on_redelivery, store, sub, held)
                 done += 1
             except Exception as failed:
-                self._redelivery_failed(sub, failed)
+                self._redelivery_failed(store, sub, failed)
         return done
 
     async def run(self) -> None:

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -482,3 +483,38 @@ def test_locate_prints_redis_cli_lines_that_find_the_item(start):
     assert "k 2 " in key_rows
     assert (mark, holds) == ("", "")
     assert len(answers("locate", "timer", run_id, "nope")) == 1
+
+
+@pytest.mark.real
+def test_the_worker_started_before_its_server_waits_for_it(start):
+    """worker with the server down: it says so and tries again, instead of exiting 4;
+    once the server is up it handles a due timer (and stops, as its handler asks)."""
+    import time
+
+    from agentplane_redis.embedded import free_port
+
+    port = free_port()
+    exe = shutil.which("agentplane-redis")
+    assert exe is not None
+    url = f"redis://127.0.0.1:{port}/0"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
+    args = [
+        "--url",
+        url,
+        "--tenant",
+        "acme",
+        "worker",
+        "--handler",
+        "cli_handlers:record_then_stop",
+    ]
+    proc = subprocess.Popen([exe, *args], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stderr is not None
+        assert "does not answer" in proc.stderr.readline()
+        time.sleep(0.5)
+        assert proc.poll() is None  # still waiting
+        start("valkey", port=port)
+        RedisStore.from_url(url, tenant="acme").timers.arm(Timer("r", "due", T))
+        assert proc.wait(60) == 0
+    finally:
+        proc.kill()

@@ -130,6 +130,22 @@ def test_settings_are_validated():
         Worker([], on_timer=lambda s, t: None)
 
 
+def test_handlers_are_checked_when_the_worker_is_made():
+    """A handler that cannot take (store, timer) or (store, subscription, event) is
+    refused at construction, not when the first timer fires."""
+    store = fake_store()
+    with pytest.raises(InvalidInput, match="on_timer"):
+        Worker(store, on_timer=lambda timer: None)
+    with pytest.raises(InvalidInput, match="on_redelivery"):
+        Worker(store, on_timer=lambda s, t: None, on_redelivery=lambda s, w: None)
+
+    async def coroutine(store: Any, timer: Any, *, extra: int = 0) -> None:
+        return None
+
+    AsyncWorker(store, on_timer=coroutine)
+    Worker(store, on_timer=lambda *args: None, on_redelivery=lambda s, w, e=None: None)
+
+
 def test_worker_metrics_are_scraped_and_parsed():
     """The collector and the worker's counters, parsed by the Prometheus client's parser."""
     store = fake_store("acme")
@@ -150,12 +166,37 @@ def test_worker_metrics_are_scraped_and_parsed():
     assert samples[("agentplane_timers_pending", tenant)] == 1
     assert samples[("agentplane_timers_overdue_seconds", tenant)] >= 2
     assert samples[("agentplane_oldest_live_event_age_seconds", tenant)] >= 41
-    assert samples[("agentplane_worker_timers_claimed_total", ())] == 1
-    assert (
-        samples[("agentplane_worker_handler_calls_total", (("kind", "timer"), ("outcome", "ok")))]
-        == 1
-    )
-    assert samples[("agentplane_worker_handler_seconds_count", (("kind", "timer"),))] == 1
+    assert samples[("agentplane_worker_timers_claimed_total", tenant)] == 1
+    ok = (("kind", "timer"), ("outcome", "ok"), ("tenant", "acme"))
+    assert samples[("agentplane_worker_handler_calls_total", ok)] == 1
+    assert samples[("agentplane_worker_handler_seconds_count", (("kind", "timer"), *tenant))] == 1
+    # The timer fired 5 s late; the lateness histogram has it in its 10 s bucket.
+    late = (("le", "10.0"), ("tenant", "acme"))
+    assert samples[("agentplane_worker_timer_lateness_seconds_bucket", late)] == 1
+    assert samples[("agentplane_worker_timer_lateness_seconds_sum", tenant)] >= 5
+    version = next(k for k in samples if k[0] == "agentplane_build_info")
+    assert dict(version[1])["library"].startswith("agentplane_")
+    assert not [name for name, _ in samples if name.endswith("_created")]
+
+
+@pytest.mark.real
+def test_a_scrape_while_the_server_is_down_answers_within_a_second(start):
+    """Eight tenants on a server that has gone away: every tenant reported down, and
+    the scrape back well inside Prometheus' 10 s timeout; a scrape during the reads
+    left running reports them down at once."""
+    server = start("valkey")
+    stores = [RedisStore.from_url(server.url, tenant=f"t{n}") for n in range(8)]
+    registry = registry_for(stores)
+    assert 'agentplane_up{tenant="t7"} 1.0' in generate_latest(registry).decode()
+    server.stop()
+    started = time.monotonic()
+    text = generate_latest(registry).decode()
+    first = time.monotonic() - started
+    again = generate_latest(registry).decode()
+    assert first < 5  # not 8 tenants times the client's retries
+    for n in range(8):
+        assert f'agentplane_up{{tenant="t{n}"}} 0.0' in text
+        assert f'agentplane_up{{tenant="t{n}"}} 0.0' in again
 
 
 # ---------------------------------------------------------------- real processes
