@@ -466,13 +466,17 @@ def parked(obj: Context, limit: int) -> None:
     show(obj, subs, render_subscriptions("parked waits", subs))
 
 
-@main.command()
+@main.group(invoke_without_command=True)
 @click.option("--run", help="Only this run's timers, in effect order.")
 @limit_option
-@click.pass_obj
+@click.pass_context
 @guarded
-def timers(obj: Context, run: str | None, limit: int) -> None:
-    """Armed timers, soonest first (or one run's), and when the next is due."""
+def timers(ctx: click.Context, run: str | None, limit: int) -> None:
+    """Armed timers, soonest first (or one run's), and when the next is due; or, with
+    a command, change one timer."""
+    if ctx.invoked_subcommand is not None:
+        return
+    obj = ctx.obj
     store = obj.store()
     found = store.timers.armed(run) if run is not None else store.timers.pending(limit)
     if run is not None and not found:
@@ -648,6 +652,60 @@ def locate_timer_command(obj: Context, run: str, effect: str) -> None:
 
 
 # ---------------------------------------------------------------- changing
+
+
+def moved(obj: Context, run: str, effect: str, fire_at: datetime) -> None:
+    """Reschedules the timer; exit 3 when it is not armed, 5 when it is under a lease."""
+    store = obj.store()
+    if store.timers.reschedule(run, effect, fire_at):
+        obj.emit(
+            {"run": run, "effect": effect, "fire_at": plain(fire_at), "rescheduled": True},
+            f"timer ({run!r}, {effect!r}) now fires at {plain(fire_at)}",
+        )
+        return
+    if store.timers.lookup(run, effect) is None:
+        not_found(f"timer ({run!r}, {effect!r})")
+    click.echo(
+        f"agentplane-redis: timer ({run!r}, {effect!r}) is under a live lease (a worker is"
+        " handling it): left as it is",
+        err=True,
+    )
+    sys.exit(EXIT_SERVER)
+
+
+@timers.command("reschedule")
+@click.argument("run")
+@click.argument("effect")
+@click.option("--at", "at_", help="The new fire time, ISO 8601 (UTC unless it says).")
+@click.option("--in", "in_", help="Or a delay from now, e.g. 90s, 15m, 2h.")
+@click.pass_obj
+@guarded
+def timers_reschedule(
+    obj: Context, run: str, effect: str, at_: str | None, in_: str | None
+) -> None:
+    """Set an armed timer's fire time (not one under a live lease)."""
+    if (at_ is None) == (in_ is None):
+        raise InvalidInput("give exactly one of --at and --in")
+    if at_ is not None:
+        try:
+            fire_at = datetime.fromisoformat(at_.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(f"--at {at_!r} is not an ISO 8601 instant") from None
+        if fire_at.tzinfo is None:
+            fire_at = fire_at.replace(tzinfo=timezone.utc)
+    else:
+        fire_at = datetime.now(timezone.utc) + duration(in_ or "")
+    moved(obj, run, effect, fire_at)
+
+
+@timers.command("fire-now")
+@click.argument("run")
+@click.argument("effect")
+@click.pass_obj
+@guarded
+def timers_fire_now(obj: Context, run: str, effect: str) -> None:
+    """Make an armed timer due at once (a worker claims it on its next pass, woken)."""
+    moved(obj, run, effect, datetime.now(timezone.utc))
 
 
 @main.command()

@@ -628,18 +628,22 @@ def timer_member(member: object, fire_at: object) -> Timer:
     return Timer(run, effect, stored_instant(what, text(fire_at)), step, phase, case or None)
 
 
-def timer_claim(timer: Timer, claim: object) -> tuple[int | None, int | None]:
-    """A timer's last claim, stored as "claimed_at lease": claimed_at and the lease
-    in ms, or (None, None) when it was never claimed."""
+def timer_claim(timer: Timer, claim: object) -> tuple[int | None, int | None, int]:
+    """A timer's last claim, stored as "claimed_at lease claims": claimed_at and the
+    lease in ms and how many claims it has had, or (None, None, 0) when it was never
+    claimed."""
     what = f"timer ({timer.run!r}, {timer.effect!r})"
     stored = text(claim)
     if not stored:
-        return None, None
-    at, _, lease = stored.partition(" ")
-    claimed = _stored_instant(what, at)
-    if not lease.isdigit() or not lease.isascii() or int(lease) < 1:
-        fail_corrupt(what, f"lease {lease!r} is not a positive integer")
-    return claimed, int(lease)
+        return None, None, 0
+    parts = stored.split(" ")
+    if len(parts) != 3:
+        fail_corrupt(what, f"claim {stored!r} is not claimed_at, lease and count")
+    claimed = _stored_instant(what, parts[0])
+    for name, value in (("lease", parts[1]), ("claim count", parts[2])):
+        if not value.isdigit() or not value.isascii() or int(value) < 1:
+            fail_corrupt(what, f"{name} {value!r} is not a positive integer")
+    return claimed, int(parts[1]), int(parts[2])
 
 
 def row_minter(row: object) -> Operator | None:

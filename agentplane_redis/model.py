@@ -206,6 +206,8 @@ class TimerRecord:
     timer: Timer
     claimed_at: datetime | None
     lease: timedelta | None
+    #: How many times ``claim_due`` has handed the timer out (0 before the first).
+    claims: int = 0
 
 
 DeliverOutcome: TypeAlias = Resumed | Buffered | Duplicate

@@ -659,11 +659,12 @@ def lookup_timer(ctx: Context, run: str, effect: str) -> Plan[TimerRecord | None
     if codec.check_status(reply) == "NONE":
         return None
     timer = codec.timer_member(reply[1], reply[2])
-    claimed, lease = codec.timer_claim(timer, reply[3])
+    claimed, lease, count = codec.timer_claim(timer, reply[3])
     return TimerRecord(
         timer,
         None if claimed is None else codec.to_datetime(claimed),
         None if lease is None else timedelta(milliseconds=lease),
+        count,
     )
 
 
@@ -682,3 +683,16 @@ def next_claim_in(ctx: Context) -> Plan[timedelta | None]:
     now = codec.integer(reply[1])
     soonest = [codec.integer(value) for value in reply[2:4] if text(value) != ""]
     return timedelta(milliseconds=min(soonest) - now) if soonest else None
+
+
+def reschedule(ctx: Context, run: str, effect: str, fire_at: datetime) -> Plan[bool]:
+    """Set an armed timer's fire_at (contract 11); False when it is not armed or is
+    under a live lease (nothing changed)."""
+    run = codec.ident("run", run)
+    args: list[Arg] = [
+        run,
+        codec.ident("effect", effect),
+        codec.instant("fire_at", fire_at),
+        ctx.at("now", None),
+    ]
+    return codec.check_status((yield from ctx.bucketed("reschedule", args, run))) == "OK"

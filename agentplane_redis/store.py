@@ -187,6 +187,7 @@ class TimerOps:
     next_due = Op(ops.next_due)
     lookup = Op(ops.lookup_timer)
     next_claim_in = Op(ops.next_claim_in)
+    reschedule = Op(ops.reschedule)
 
 
 class RunOps:

@@ -24,13 +24,14 @@
 --@include _lib/buckets.lua
 --@include _lib/timers.lua
 
--- Whether a claim "claimed_at lease" is live at now.
-local function live(claim, now)
-  local at, lease = string.match(claim, "^(%-?%d+) (%d+)$")
+-- A claim "claimed_at lease claims": whether it is live at now, and how many
+-- claims the timer has had.
+local function claim_of(claim, now)
+  local at, lease, count = string.match(claim, "^(%-?%d+) (%d+) (%d+)$")
   if not at then
     corrupt("timer", claim, "bad claim")
   end
-  return tonumber(at) + tonumber(lease) > now
+  return tonumber(at) + tonumber(lease) > now, count
 end
 
 return guard(function()
@@ -74,7 +75,7 @@ return guard(function()
   local last = n > 0 and redis.call("HMGET", K.timer_claims, unpack(tids)) or {}
   local out = { "OK", now_text, "0", "", "" }
   local taken, held, held_fire, claims, retired, examined = {}, {}, {}, {}, {}, 0
-  local expiry, claim = decimal(now + lease), now_text .. " " .. decimal(lease)
+  local expiry, claim = decimal(now + lease), now_text .. " " .. decimal(lease) .. " "
   for i = 1, n do
     local m, fire = walked[2 * i - 1], walked[2 * i]
     if sealed[i] then
@@ -85,15 +86,23 @@ return guard(function()
         break
       end
       retired[#retired + 1] = { tid = tids[i], m = m }
-    elseif last[i] and live(last[i], now) then
-      skip = skip + 1
     else
-      local k, o = 2 * #taken, #out
-      taken[#taken + 1] = m
-      held[k + 1], held[k + 2] = expiry, m
-      held_fire[k + 1], held_fire[k + 2] = fire, m
-      claims[k + 1], claims[k + 2] = tids[i], claim
-      out[o + 1], out[o + 2] = m, decimal(tonumber(fire))
+      local is_live, count = false, nil
+      if last[i] then
+        is_live, count = claim_of(last[i], now)
+      end
+      if is_live then
+        skip = skip + 1
+      else
+        local k, o = 2 * #taken, #out
+        taken[#taken + 1] = m
+        held[k + 1], held[k + 2] = expiry, m
+        held_fire[k + 1], held_fire[k + 2] = fire, m
+        -- The claim count goes up by one: "1" for a first claim, without a printf.
+        local n = count and decimal(tonumber(count) + 1) or "1"
+        claims[k + 1], claims[k + 2] = tids[i], claim .. n
+        out[o + 1], out[o + 2] = m, decimal(tonumber(fire))
+      end
     end
     examined = i
   end

@@ -7,7 +7,7 @@
 -- KEYS[5] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- ARGV[1] run: the timer's run
 -- ARGV[2] effect: the timer's effect
--- Returns: {"TIMER", member, fire_at, claim "claimed_at lease" or ""} | {"NONE"}
+-- Returns: {"TIMER", member, fire_at, claim "claimed_at lease claims" or ""} | {"NONE"}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua

@@ -198,8 +198,10 @@ class Audit:
                 assert in_held == (member in held_fire), (
                     f"held timer without its fire_at: {member!r}"
                 )
+                if tid in claims:
+                    assert re.fullmatch(rb"-?\d+ [1-9]\d* [1-9]\d*", claims[tid]), claims[tid]
                 if in_held:
-                    at, lease = claims[tid].split(b" ")
+                    at, lease, _count = claims[tid].split(b" ")
                     assert held[member] == int(at) + int(lease), (
                         f"held until another time: {member!r}"
                     )

@@ -518,3 +518,25 @@ def test_the_worker_started_before_its_server_waits_for_it(start):
         assert proc.wait(60) == 0
     finally:
         proc.kill()
+
+
+def test_timers_reschedule_and_fire_now(store):
+    """timers reschedule --at / --in and timers fire-now; exit 3 for a timer not
+    armed, 5 for one under a live lease, 2 for bad input."""
+    store.timers.arm(Timer("r1", "later", T + timedelta(days=3650)))
+    moved = data("timers", "reschedule", "r1", "later", "--at", "2030-01-01T00:00:00Z")
+    assert moved["fire_at"] == "2030-01-01T00:00:00Z"
+    assert store.timers.lookup("r1", "later").timer.fire_at == datetime(
+        2030, 1, 1, tzinfo=timezone.utc
+    )
+    assert run("timers", "reschedule", "r1", "later", "--in", "2h").exit_code == 0
+    assert run("timers", "fire-now", "r1", "later").exit_code == 0
+    assert store.timers.next_claim_in() <= timedelta(0)
+    assert run("timers", "fire-now", "r1", "nope").exit_code == cli.EXIT_NOT_FOUND
+    store.timers.claim_due(lease=timedelta(minutes=5))
+    leased = run("timers", "fire-now", "r1", "later")
+    assert leased.exit_code == cli.EXIT_SERVER
+    assert "live lease" in leased.stderr
+    for bad in (["--at", "soon"], [], ["--at", "2030-01-01", "--in", "1h"]):
+        assert run("timers", "reschedule", "r1", "later", *bad).exit_code == cli.EXIT_REFUSED
+    assert data("timers")["timers"]  # the listing still works without a command

@@ -320,8 +320,21 @@ def test_lookup_shows_a_timer_and_its_claim(store):
     assert store.timers.lookup("r", "t") == TimerRecord(timer("r", "t", 5), None, None)
     store.timers.claim_due(now=at(7), lease=timedelta(seconds=3))
     assert store.timers.lookup("r", "t") == TimerRecord(
-        timer("r", "t", 5), at(7), timedelta(seconds=3)
+        timer("r", "t", 5), at(7), timedelta(seconds=3), 1
     )
+
+
+def test_a_timer_keeps_how_many_times_it_was_claimed(store):
+    """Claim counts (contract 11): each claim_due that hands the timer out adds one;
+    a live lease skipped adds none; re-arming after disarm starts at 0."""
+    store.timers.arm(timer("r", "t", 0))
+    for n in range(1, 4):
+        assert claimed(store, n * MINUTE) == [("r", "t")]
+        assert claimed(store, n * MINUTE + 1) == []  # the lease is live
+        assert store.timers.lookup("r", "t").claims == n
+    assert store.timers.disarm("r", "t")
+    store.timers.arm(timer("r", "t", 0))
+    assert store.timers.lookup("r", "t").claims == 0
 
 
 # ------------------------------------------------------------ waking workers
@@ -368,3 +381,52 @@ def test_next_claim_in_is_the_soonest_fire_time_or_lease_expiry(store):
     assert [t.effect for t in store.timers.claim_due(lease=timedelta(minutes=10))] == ["due"]
     left = store.timers.next_claim_in()  # the lease's expiry comes before "later"
     assert timedelta(minutes=9) < left <= timedelta(minutes=10)
+
+
+# ------------------------------------------------------------ 11 reschedule
+
+
+def test_reschedule_moves_an_unheld_timer_and_wakes_for_a_sooner_one(store):
+    """reschedule: True and the new fire_at (in every order: pending, claim_due);
+    sooner than every timer, it wakes a waiter; False for a timer not armed."""
+    store.timers.arm(timer("r", "a", 10 * MINUTE))
+    store.timers.arm(timer("r", "b", 20 * MINUTE))
+    store.timers.wait_for_wake(0.05)
+    assert store.timers.reschedule("r", "b", at(5 * MINUTE))
+    assert [(t.effect, t.fire_at) for t in store.timers.pending()] == [
+        ("b", at(5 * MINUTE)),
+        ("a", at(10 * MINUTE)),
+    ]
+    assert store.timers.wait_for_wake(0.05) == "t"
+    assert store.timers.reschedule("r", "b", at(5 * MINUTE))  # idempotent
+    assert store.timers.reschedule("r", "a", at(30 * MINUTE))  # later: no wake
+    assert store.timers.wait_for_wake(0.05) is None
+    assert claimed(store, 6 * MINUTE) == [("r", "b")]
+    assert not store.timers.reschedule("r", "nope", at(0))
+    assert not store.timers.reschedule("other", "a", at(0))
+
+
+def test_reschedule_leaves_a_live_lease_alone_and_takes_a_lapsed_one(store):
+    """A timer under a live lease: False, unchanged; once the lease lapsed: moved
+    back to the walk at the new time, its claim count kept."""
+    from datetime import timedelta
+
+    store.timers.arm(timer("r", "t", 0))
+    taken = store.timers.claim_due(lease=timedelta(days=1))  # now, by the server's clock
+    assert [(t.run, t.effect) for t in taken] == [("r", "t")]
+    assert not store.timers.reschedule("r", "t", at(0))
+    assert store.timers.pending()[0].fire_at == at(0)
+    store.timers.arm(timer("r", "u", 0))
+    assert claimed(store, 0, lease=timedelta(milliseconds=1)) == [("r", "u")]
+    assert store.timers.reschedule("r", "u", at(7 * MINUTE))
+    assert claimed(store, 7 * MINUTE - 1) == []
+    assert claimed(store, 7 * MINUTE) == [("r", "u")]
+    assert store.timers.lookup("r", "u").claims == 2
+
+
+def test_reschedule_refuses_bad_input(store):
+    from agentplane_redis import InvalidInput
+
+    for args in (("", "t", at(0)), ("r", "t", "soon"), ("r", "t", None)):
+        with pytest.raises(InvalidInput):
+            store.timers.reschedule(*args)

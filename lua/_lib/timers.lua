@@ -13,7 +13,8 @@
 --   timer_held_fire: member -> fire_at, for the timers under a lease (out of
 --   the walk: a backlog of held timers costs a sweep nothing until their
 --   leases lapse; a lapsed one returns to the walk).
--- * timer_claims: tid -> "claimed_at lease" of the last claim, kept until the
+-- * timer_claims: tid -> "claimed_at lease claims" of the last claim and how many
+--   claims the timer has had, kept until the
 --   timer is disarmed.
 
 -- The timer buckets' geometry, checked to be the one the call's bucket keys
