@@ -892,6 +892,12 @@ def serving(start: Callable[[], Any], addr: str, port: int) -> Any:
 @main.command()
 @click.option("--handler", "on_timer", required=True, help="Timer handler, module:function.")
 @click.option("--redelivery", help="Redelivery handler, module:function.")
+@click.option("--give-up", "give_up", help="Called when a timer fails --max-attempts times.")
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1),
+    help="Give a timer up (and disarm it) after this many failed claims [retry for ever].",
+)
 @click.option("--also", "tenants_", multiple=True, help="Serve this tenant too (repeatable).")
 @click.option("--lease", default="60s", show_default=True)
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(min=1))
@@ -923,6 +929,8 @@ def worker(  # noqa: PLR0917 - click passes every option as an argument
     obj: Context,
     on_timer: str,
     redelivery: str | None,
+    give_up: str | None,
+    max_attempts: int | None,
     tenants_: tuple[str, ...],
     lease: str,
     concurrency: int,
@@ -943,6 +951,8 @@ def worker(  # noqa: PLR0917 - click passes every option as an argument
         stores,
         on_timer=handler(on_timer),
         on_redelivery=handler(redelivery) if redelivery else None,
+        on_give_up=handler(give_up) if give_up else None,
+        max_attempts=max_attempts,
         lease=duration(lease),
         concurrency=concurrency,
         sweep_grace=duration(sweep_grace) if sweep_grace else None,

@@ -8,7 +8,7 @@ or compared freely and is refused only where it would be stored.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TypeAlias
 
@@ -88,6 +88,10 @@ class Timer:
     step: int = 0
     phase: Phase = Phase.FORWARD
     case: str | None = None
+    #: On a timer ``claim_due`` returned: which claim of it this is (1 for the first;
+    #: a handler that failed before makes it 2, ...). 0 on every other timer. Not
+    #: compared: the same timer is equal whatever its claim.
+    attempt: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -552,7 +552,7 @@ def claim_due(
         reply = yield from ctx.bucketed("claim_due", args, retire)
         status = codec.check_status(reply)
         at, skip = text(reply[1]), text(reply[4])
-        out += _timers(reply[5:])
+        out += _claimed(reply[5:])
         if status == "RETIRE":
             retire = text(reply[3])
             continue
@@ -629,6 +629,16 @@ def _timers(flat: Sequence[Any]) -> list[Timer]:
     return [codec.timer_member(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
 
+def _claimed(flat: Sequence[Any]) -> list[Timer]:
+    """Timers claim_due claimed: each one's member, fire_at and claim count."""
+    return [
+        dataclasses.replace(
+            codec.timer_member(flat[i], flat[i + 1]), attempt=codec.integer(flat[i + 2])
+        )
+        for i in range(0, len(flat), 3)
+    ]
+
+
 def _soonest(timers: Iterable[Timer]) -> list[Timer]:
     """Timers in the walk's order: (fire_at, run, effect), strings by bytes."""
     return sorted(timers, key=lambda t: (t.fire_at, component(t.run), component(t.effect)))
@@ -685,14 +695,21 @@ def next_claim_in(ctx: Context) -> Plan[timedelta | None]:
     return timedelta(milliseconds=min(soonest) - now) if soonest else None
 
 
-def reschedule(ctx: Context, run: str, effect: str, fire_at: datetime) -> Plan[bool]:
+def reschedule(
+    ctx: Context, run: str, effect: str, fire_at: datetime, *, release: bool = False
+) -> Plan[bool]:
     """Set an armed timer's fire_at (contract 11); False when it is not armed or is
-    under a live lease (nothing changed)."""
+    under a live lease (nothing changed). ``release=True`` is for the lease's
+    holder: a worker whose handler failed puts the timer back to fire at
+    ``fire_at`` (its backoff) without waiting for the lease to lapse."""
+    if not isinstance(release, bool):
+        raise InvalidInput("release must be True or False")
     run = codec.ident("run", run)
     args: list[Arg] = [
         run,
         codec.ident("effect", effect),
         codec.instant("fire_at", fire_at),
         ctx.at("now", None),
+        "1" if release else "0",
     ]
     return codec.check_status((yield from ctx.bucketed("reschedule", args, run))) == "OK"

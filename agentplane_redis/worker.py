@@ -97,6 +97,13 @@ class Settings:
     #: Whether the worker blocks on the server for wake-ups between passes. Off, it
     #: polls every ``poll_interval`` (for a proxy that refuses blocking commands).
     wake: bool = True
+    #: A timer whose handler raised fires again after ``retry_delay`` seconds, doubled
+    #: with each further failed claim up to ``max_retry_delay``.
+    retry_delay: float = 1.0
+    max_retry_delay: float = 600.0
+    #: After this many failed claims the worker gives up: ``on_give_up`` is called and
+    #: the timer disarmed. None: retry for ever.
+    max_attempts: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.lease, timedelta) or self.lease <= timedelta(0):
@@ -107,7 +114,19 @@ class Settings:
             raise InvalidInput("concurrency must be an int")
         if self.concurrency < 1:
             raise InvalidInput("concurrency must be at least 1")
-        for name in ("poll_interval", "redelivery_interval", "housekeeping_interval"):
+        if self.max_attempts is not None and (
+            isinstance(self.max_attempts, bool)
+            or not isinstance(self.max_attempts, int)
+            or self.max_attempts < 1
+        ):
+            raise InvalidInput("max_attempts must be an int of at least 1, or None")
+        for name in (
+            "poll_interval",
+            "redelivery_interval",
+            "housekeeping_interval",
+            "retry_delay",
+            "max_retry_delay",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise InvalidInput(f"{name} must be a positive number of seconds")
@@ -129,11 +148,13 @@ class PassReport:
     redelivered: int = 0
     swept: int = 0
     purged: int = 0
+    #: Timers given up on after ``max_attempts`` failed claims (and disarmed).
+    gave_up: int = 0
     #: Seconds until the next pass should start.
     sleep: float = 0.0
 
     def add(self, other: PassReport) -> None:
-        for name in ("claimed", "handled", "failed", "redelivered", "swept", "purged"):
+        for name in ("claimed", "handled", "failed", "redelivered", "swept", "purged", "gave_up"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
@@ -151,9 +172,18 @@ class StoreCall:
 
 @dataclass(frozen=True, slots=True)
 class HandleTimers:
-    """Run ``on_timer`` for each; send back the timers whose handler returned."""
+    """Run ``on_timer`` for each; send back the timers whose handler returned, and
+    each failed one with its error."""
 
     timers: tuple[Timer, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """Run ``on_give_up`` for each (timer, error); send back the timers whose hook
+    returned (every one where there is no hook): they are disarmed."""
+
+    failures: tuple[tuple[Timer, BaseException], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +193,7 @@ class HandleRedeliveries:
     pairs: tuple[tuple[Subscription, BufferedEvent], ...]
 
 
-Step: TypeAlias = StoreCall | HandleTimers | HandleRedeliveries
+Step: TypeAlias = StoreCall | HandleTimers | GiveUp | HandleRedeliveries
 PassPlan: TypeAlias = Generator[Step, Any, PassReport]
 
 
@@ -200,10 +230,25 @@ def plan_pass(
         )
         report.claimed = len(timers)
         if timers:
-            done = yield HandleTimers(tuple(timers))
-            if done:  # the page's returned timers, in one batch completion
-                yield StoreCall("timers.disarm_many", (tuple(done),))
-            report.handled, report.failed = len(done), len(timers) - len(done)
+            done, failed = yield HandleTimers(tuple(timers))
+            report.handled, report.failed = len(done), len(failed)
+            spent = tuple(
+                (timer, error)
+                for timer, error in failed
+                if settings.max_attempts is not None and timer.attempt >= settings.max_attempts
+            )
+            ended = list((yield GiveUp(spent))) if spent else []
+            report.gave_up = len(ended)
+            if done or ended:  # the page's completed timers, in one batch completion
+                yield StoreCall("timers.disarm_many", ((*done, *ended),))
+            for timer, _error in failed:
+                if timer not in ended:  # fires again after its backoff, not its lease
+                    again = wall + timedelta(seconds=retry_delay(settings, timer.attempt))
+                    yield StoreCall(
+                        "timers.reschedule",
+                        (timer.run, timer.effect, again),
+                        {"release": True},
+                    )
     if redelivery and not stopping() and now - schedule.redelivered >= settings.redelivery_interval:
         schedule.redelivered = now
         pairs = []
@@ -231,6 +276,13 @@ def plan_pass(
             settings, schedule, now=now, redelivery=redelivery, wait=wait, claimed=report.claimed
         )
     return report
+
+
+def retry_delay(settings: Settings, attempt: int) -> float:
+    """Seconds before a timer whose handler failed on its ``attempt``-th claim fires
+    again: ``retry_delay`` doubled for each claim before, at most ``max_retry_delay``."""
+    doubled = settings.retry_delay * 2.0 ** min(max(attempt - 1, 0), 40)
+    return float(min(settings.max_retry_delay, doubled))
 
 
 def _sleep(
@@ -274,6 +326,17 @@ def _check_handler(name: str, handler: Callable[..., Any], params: str) -> None:
         raise InvalidInput(f"{name} is called as {name}({params}); {handler!r}: {error}") from None
 
 
+#: What a batch of timer handlers came to: the timers whose handler returned, and
+#: each failed one with its error.
+Outcomes: TypeAlias = tuple[list[Timer], list[tuple[Timer, BaseException]]]
+
+
+def _outcomes(timers: Sequence[Timer], errors: Sequence[BaseException | None]) -> Outcomes:
+    done = [t for t, e in zip(timers, errors, strict=True) if e is None]
+    failed = [(t, e) for t, e in zip(timers, errors, strict=True) if e is not None]
+    return done, failed
+
+
 def _method(store: Any, path: str) -> Any:
     part, name = path.split(".")
     return getattr(getattr(store, part), name)
@@ -289,6 +352,7 @@ class _Base:
         *,
         on_timer: Callable[..., Any],
         on_redelivery: Callable[..., Any] | None = None,
+        on_give_up: Callable[..., Any] | None = None,
         metrics: Any = None,
         **settings: Any,
     ) -> None:
@@ -300,6 +364,11 @@ class _Base:
         _check_handler("on_timer", on_timer, "store, timer")
         if on_redelivery is not None:
             _check_handler("on_redelivery", on_redelivery, "store, subscription, event")
+        if on_give_up is not None:
+            if not callable(on_give_up):
+                raise InvalidInput("handlers must be callables")
+            _check_handler("on_give_up", on_give_up, "store, timer, error")
+        self.on_give_up = on_give_up
         self.settings = Settings(**settings)
         self.on_timer, self.on_redelivery = on_timer, on_redelivery
         self.schedules = [Schedule() for _ in self.stores]
@@ -415,12 +484,44 @@ class _Base:
         if self.metrics is not None:
             self.metrics.observe_handler(store.tenant, "timer", elapsed, error is None)
         if error is not None:
+            limit = self.settings.max_attempts
+            then = (
+                "given up on"
+                if limit is not None and timer.attempt >= limit
+                else f"retried in {retry_delay(self.settings, timer.attempt):g} s"
+            )
             log.error(
-                "timer handler failed for run %r, effect %r (retried after its lease): %r",
+                "timer handler failed for tenant %r, run %r, effect %r (claim %d; %s): %r",
+                store.tenant,
                 timer.run,
                 timer.effect,
+                timer.attempt,
+                then,
                 error,
+                exc_info=error,
             )
+
+    def _gave_up(self, store: Any, timer: Timer, error: BaseException) -> None:
+        if self.metrics is not None:
+            self.metrics.handled.labels(store.tenant, "give_up", "ok").inc()
+        log.error(
+            "gave up on timer (%r, %r) of tenant %r after %d failed claims (max_attempts);"
+            " it is disarmed. Last error: %r",
+            timer.run,
+            timer.effect,
+            store.tenant,
+            timer.attempt,
+            error,
+        )
+
+    def _give_up_failed(self, timer: Timer, error: BaseException) -> None:
+        log.error(
+            "on_give_up failed for timer (%r, %r): %r; the timer is kept and retried",
+            timer.run,
+            timer.effect,
+            error,
+            exc_info=error,
+        )
 
     def _redelivery_failed(self, store: Any, sub: Subscription, error: BaseException) -> None:
         if self.metrics is not None:
@@ -469,6 +570,8 @@ class Worker(_Base):
                     reply = _method(store, step.method)(*step.args, **step.kwargs)
                 elif isinstance(step, HandleTimers):
                     reply = self._timers(store, step.timers)
+                elif isinstance(step, GiveUp):
+                    reply = self._give_up(store, step.failures)
                 else:
                     reply = self._redeliveries(store, step.pairs)
         except StopIteration as done:
@@ -476,7 +579,7 @@ class Worker(_Base):
         finally:
             plan.close()
 
-    def _one_timer(self, store: Any, timer: Timer) -> bool:
+    def _one_timer(self, store: Any, timer: Timer) -> BaseException | None:
         watch = threading.Timer(
             LEASE_WARNING * self.settings.lease.total_seconds(), self._lease_watch(timer)
         )
@@ -491,14 +594,28 @@ class Worker(_Base):
         finally:
             watch.cancel()
         self._handled(store, timer, started, error)
-        return error is None
+        return error
 
-    def _timers(self, store: Any, timers: Sequence[Timer]) -> list[Timer]:
+    def _timers(self, store: Any, timers: Sequence[Timer]) -> Outcomes:
         if self.settings.concurrency == 1:
-            return [t for t in timers if self._one_timer(store, t)]
-        with ThreadPoolExecutor(self.settings.concurrency) as pool:
-            ok = list(pool.map(lambda t: self._one_timer(store, t), timers))
-        return [t for t, good in zip(timers, ok, strict=True) if good]
+            errors = [self._one_timer(store, t) for t in timers]
+        else:
+            with ThreadPoolExecutor(self.settings.concurrency) as pool:
+                errors = list(pool.map(lambda t: self._one_timer(store, t), timers))
+        return _outcomes(timers, errors)
+
+    def _give_up(self, store: Any, failures: Sequence[tuple[Timer, BaseException]]) -> list[Timer]:
+        ended = []
+        for timer, error in failures:
+            try:
+                if self.on_give_up is not None:
+                    self.on_give_up(store, timer, error)
+            except Exception as failed:
+                self._give_up_failed(timer, failed)
+            else:
+                self._gave_up(store, timer, error)
+                ended.append(timer)
+        return ended
 
     def _redeliveries(self, store: Any, pairs: Sequence[tuple[Subscription, BufferedEvent]]) -> int:
         assert self.on_redelivery is not None
@@ -572,6 +689,8 @@ class AsyncWorker(_Base):
                     reply = await _method(store, step.method)(*step.args, **step.kwargs)
                 elif isinstance(step, HandleTimers):
                     reply = await self._timers(store, step.timers)
+                elif isinstance(step, GiveUp):
+                    reply = await self._give_up(store, step.failures)
                 else:
                     reply = await self._redeliveries(store, step.pairs)
         except StopIteration as done:
@@ -585,11 +704,26 @@ class AsyncWorker(_Base):
         else:
             await asyncio.to_thread(handler, *args)
 
-    async def _timers(self, store: Any, timers: Sequence[Timer]) -> list[Timer]:
+    async def _give_up(
+        self, store: Any, failures: Sequence[tuple[Timer, BaseException]]
+    ) -> list[Timer]:
+        ended = []
+        for timer, error in failures:
+            try:
+                if self.on_give_up is not None:
+                    await self._call(self.on_give_up, store, timer, error)
+            except Exception as failed:
+                self._give_up_failed(timer, failed)
+            else:
+                self._gave_up(store, timer, error)
+                ended.append(timer)
+        return ended
+
+    async def _timers(self, store: Any, timers: Sequence[Timer]) -> Outcomes:
         gate = asyncio.Semaphore(self.settings.concurrency)
         loop = asyncio.get_running_loop()
 
-        async def one(timer: Timer) -> bool:
+        async def one(timer: Timer) -> BaseException | None:
             async with gate:
                 watch = loop.call_later(
                     LEASE_WARNING * self.settings.lease.total_seconds(), self._lease_watch(timer)
@@ -603,10 +737,10 @@ class AsyncWorker(_Base):
                 finally:
                     watch.cancel()
                 self._handled(store, timer, started, error)
-                return error is None
+                return error
 
-        ok = await asyncio.gather(*(one(t) for t in timers))
-        return [t for t, good in zip(timers, ok, strict=True) if good]
+        errors = await asyncio.gather(*(one(t) for t in timers))
+        return _outcomes(timers, errors)
 
     async def _redeliveries(
         self, store: Any, pairs: Sequence[tuple[Subscription, BufferedEvent]]

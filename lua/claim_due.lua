@@ -15,7 +15,7 @@
 -- ARGV[4] budget: count, the most entries this step examines
 -- ARGV[5] retire: the sealed run whose bucket timer_bucket is, "" for none
 -- ARGV[6] skip: count, entries at the walk's head that earlier steps of this call passed over
--- Returns: {"OK" | "RETIRE", now, more "1"/"0", run to retire or "", skip, then member, fire_at for each timer claimed}
+-- Returns: {"OK" | "RETIRE", now, more "1"/"0", run to retire or "", skip, then member, fire_at, claims for each timer claimed}
 --   RETIRE: the walk met a timer of a sealed run other than ARGV[5]; call again with that run's bucket
 -- Errors: CORRUPT, REFUSED
 
@@ -101,7 +101,7 @@ return guard(function()
         -- The claim count goes up by one: "1" for a first claim, without a printf.
         local n = count and decimal(tonumber(count) + 1) or "1"
         claims[k + 1], claims[k + 2] = tids[i], claim .. n
-        out[o + 1], out[o + 2] = m, decimal(tonumber(fire))
+        out[o + 1], out[o + 2], out[o + 3] = m, decimal(tonumber(fire)), n
       end
     end
     examined = i

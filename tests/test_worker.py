@@ -41,7 +41,8 @@ def past(seconds: float) -> datetime:
 
 
 def test_a_pass_hands_over_due_timers_and_disarms_what_returned():
-    """Due timers go to on_timer; returned ones are disarmed, failed ones stay claimed."""
+    """Due timers go to on_timer; returned ones are disarmed, a failed one fires again
+    after its backoff (retry_delay), not its lease."""
     store = fake_store("acme")
     for n in range(5):
         store.timers.arm(Timer("r", f"t{n}", past(1)))
@@ -53,14 +54,53 @@ def test_a_pass_hands_over_due_timers_and_disarms_what_returned():
         if timer.effect == "t3":
             raise RuntimeError("journal down")
 
-    report = Worker(store, on_timer=on_timer, lease=timedelta(seconds=30)).run_once()
+    worker = Worker(store, on_timer=on_timer, lease=timedelta(seconds=30), retry_delay=5)
+    report = worker.run_once()
     assert sorted(seen) == ["t0", "t1", "t2", "t3", "t4"]
     assert (report.claimed, report.handled, report.failed) == (5, 4, 1)
     assert [t.effect for t in store.timers.pending()] == ["t3", "later"]
-    # t3 stays claimed: not handed out again inside its lease.
+    # t3 fires again in 5 s (its first retry), well before its 30 s lease would lapse.
+    assert now() + timedelta(seconds=4) < store.timers.pending()[0].fire_at < past(-5)
     assert Worker(store, on_timer=on_timer).run_once().claimed == 0
-    # The next claimable timer is t3 again, once its lease lapses.
-    assert 29 < report.sleep <= 30
+    assert 4 < report.sleep <= 5
+    assert store.timers.lookup("r", "t3").claims == 1
+
+
+def test_failed_timers_back_off_and_are_given_up_after_max_attempts(caplog):
+    """Each failed claim doubles the delay before the next (capped); after
+    max_attempts failed claims on_give_up gets the timer and its error, and the
+    timer is disarmed. A hook that fails keeps the timer."""
+    from agentplane_redis.worker import Settings, retry_delay
+
+    settings = Settings(retry_delay=1.0, max_retry_delay=5.0)
+    assert [retry_delay(settings, n) for n in range(1, 6)] == [1, 2, 4, 5, 5]
+    store = fake_store("acme")
+    store.timers.arm(Timer("r", "flaky", past(1)))
+    given: list[tuple[str, int, str]] = []
+    hook_fails = [True]
+
+    def on_timer(s: Any, timer: Timer) -> None:
+        raise RuntimeError(f"attempt {timer.attempt}")
+
+    def on_give_up(s: Any, timer: Timer, error: BaseException) -> None:
+        if hook_fails[0]:
+            hook_fails[0] = False
+            raise OSError("journal down")
+        given.append((timer.effect, timer.attempt, str(error)))
+
+    worker = Worker(
+        store, on_timer=on_timer, on_give_up=on_give_up, max_attempts=2, retry_delay=0.001
+    )
+    for _ in range(50):
+        report = worker.run_once()
+        if given:
+            break
+        time.sleep(0.01)
+    assert given == [("flaky", 3, "attempt 3")]  # the hook failed once: one claim more
+    assert report.gave_up == 1
+    assert store.timers.pending() == []
+    assert "gave up on timer ('r', 'flaky')" in caplog.text
+    assert "claim 1; retried in 0.001 s" in caplog.text
 
 
 def test_a_pass_redelivers_parked_waits_sweeps_and_purges():
@@ -123,6 +163,8 @@ def test_settings_are_validated():
         {"lease": 5},
         {"retention": 3},
         {"wake": "yes"},
+        {"max_attempts": 0},
+        {"retry_delay": 0},
     ):
         with pytest.raises(InvalidInput):
             Worker(store, on_timer=lambda s, t: None, **bad)
