@@ -11,6 +11,7 @@ import enum
 import functools
 import importlib
 import json
+import logging
 import re
 import secrets
 import shlex
@@ -845,6 +846,52 @@ def handler(spec: str) -> Any:
         raise InvalidInput(f"cannot load {spec!r}: {missing}") from None
 
 
+#: The fields of a worker's log record that a JSON line carries when the record has
+#: them (``extra=`` of the worker's log calls).
+LOG_FIELDS = ("tenant", "run", "effect", "attempt")
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object a line: time (UTC, ISO 8601), level, logger, message, the
+    record's tenant, run, effect and attempt where it has them, and the traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        line.update({k: getattr(record, k) for k in LOG_FIELDS if hasattr(record, k)})
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+class TextLines(logging.Formatter):
+    """``2026-12-05T09:00:00.123Z ERROR agentplane_redis.worker: message``, then the
+    traceback, if any, on the lines after."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        stamp = datetime.fromtimestamp(record.created, timezone.utc)
+        return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def log_to_stderr(style: str, level: str) -> None:
+    """The package's log lines to stderr, as text or JSON lines, from ``level`` up."""
+    out = logging.StreamHandler(sys.stderr)
+    if style == "json":
+        out.setFormatter(JsonLines())
+    else:
+        out.setFormatter(TextLines("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("agentplane_redis")
+    logger.handlers[:] = [out]
+    logger.setLevel(level.upper())
+    logger.propagate = False
+
+
 #: What a server that is not (yet) serving answers: worker and metrics wait it out.
 NOT_YET = (
     redis.exceptions.ConnectionError,
@@ -905,6 +952,19 @@ def serving(start: Callable[[], Any], addr: str, port: int) -> Any:
 @click.option("--retention", help="Purge dead and consumed rows older than this, e.g. 30d.")
 @click.option("--metrics-port", type=PORT, help="Also expose metrics on this port.")
 @click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Log lines as text, or one JSON object a line for log shippers.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+@click.option(
     "--poll-interval",
     default=30.0,
     show_default=True,
@@ -940,8 +1000,11 @@ def worker(  # noqa: PLR0917 - click passes every option as an argument
     poll_interval: float,
     redelivery_interval: float,
     no_wake: bool,
+    log_format: str,
+    log_level: str,
 ) -> None:
     """Run a worker until SIGTERM or SIGINT."""
+    log_to_stderr(log_format, log_level)
     from .metrics import WorkerMetrics, serve  # noqa: PLC0415 - only this command needs them
     from .worker import Worker  # noqa: PLC0415
 

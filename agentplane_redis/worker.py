@@ -337,6 +337,16 @@ def _outcomes(timers: Sequence[Timer], errors: Sequence[BaseException | None]) -
     return done, failed
 
 
+def _fields(store: Any, timer: Timer) -> dict[str, Any]:
+    """A timer's log record fields (``--log-format json`` prints them)."""
+    return {
+        "tenant": store.tenant,
+        "run": timer.run,
+        "effect": timer.effect,
+        "attempt": timer.attempt,
+    }
+
+
 def _method(store: Any, path: str) -> Any:
     part, name = path.split(".")
     return getattr(getattr(store, part), name)
@@ -499,6 +509,7 @@ class _Base:
                 then,
                 error,
                 exc_info=error,
+                extra=_fields(store, timer),
             )
 
     def _gave_up(self, store: Any, timer: Timer, error: BaseException) -> None:
@@ -512,6 +523,7 @@ class _Base:
             store.tenant,
             timer.attempt,
             error,
+            extra=_fields(store, timer),
         )
 
     def _give_up_failed(self, timer: Timer, error: BaseException) -> None:

@@ -186,6 +186,14 @@ class Backend:
             close()
         self.raw.close()
         if self.loop is not None:
+            # As asyncio.run does: tasks still pending (a client's own, such as
+            # fakeredis's blocking reads) are cancelled and run to their end first.
+            pending = asyncio.all_tasks(self.loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                gathered = asyncio.gather(*pending, return_exceptions=True)
+                self.loop.run_until_complete(gathered)
             self.loop.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -540,3 +541,34 @@ def test_timers_reschedule_and_fire_now(store):
     for bad in (["--at", "soon"], [], ["--at", "2030-01-01", "--in", "1h"]):
         assert run("timers", "reschedule", "r1", "later", *bad).exit_code == cli.EXIT_REFUSED
     assert data("timers")["timers"]  # the listing still works without a command
+
+
+def test_worker_log_lines_as_json_and_as_text():
+    """--log-format json: one object a line with time, level, the timer's tenant, run,
+    effect and claim, and the traceback; text lines carry a UTC timestamp and level."""
+    import logging
+
+    record = logging.LogRecord(
+        "agentplane_redis.worker", logging.ERROR, "w.py", 1, "failed %r", ("x",), None
+    )
+    record.tenant, record.run, record.effect, record.attempt = "acme", "r1", "remind", 2
+    try:
+        raise RuntimeError("journal down")
+    except RuntimeError:
+        record.exc_info = sys.exc_info()
+    line = json.loads(cli.JsonLines().format(record))
+    assert line["level"] == "error"
+    assert line["message"] == "failed 'x'"
+    assert (line["tenant"], line["run"], line["effect"], line["attempt"]) == (
+        "acme",
+        "r1",
+        "remind",
+        2,
+    )
+    assert "RuntimeError: journal down" in line["traceback"]
+    assert line["time"].endswith("+00:00")
+    text = cli.TextLines("%(asctime)s %(levelname)s %(name)s: %(message)s").format(record)
+    assert re.match(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ERROR agentplane_redis.worker: failed 'x'", text
+    )
+    assert "RuntimeError: journal down" in text

@@ -626,11 +626,31 @@ def _run_in_thread(worker: Any) -> threading.Thread:
 
 
 def test_a_worker_wakes_on_every_backend(backend, make):
-    """On fakeredis, Redis, Valkey and both clusters: a worker whose next poll is a
-    minute away handles a timer armed 200 ms ahead within seconds."""
-    if backend.flavour == "async":
-        pytest.skip("the async worker has its own test")
+    """On fakeredis, Redis, Valkey and both clusters, sync and async: a worker whose
+    next poll is a minute away handles a timer armed 200 ms ahead within seconds."""
     store = make(backend.tenant)
+    if backend.flavour == "async":
+        astore = store._target  # the AsyncRedisStore behind the blocking view
+
+        async def main() -> None:
+            done = asyncio.Event()
+
+            async def on_timer(s: Any, t: Timer) -> None:
+                done.set()
+
+            worker = AsyncWorker(astore, on_timer=on_timer, poll_interval=60.0)
+            task = asyncio.create_task(worker.run())
+            try:
+                await asyncio.sleep(0.3)
+                await astore.timers.arm(Timer("r", "sleep", _soon(200)))
+                await asyncio.wait_for(done.wait(), 20)
+            finally:
+                worker.stop()
+                await asyncio.wait_for(task, 30)
+
+        backend.loop.run_until_complete(main())
+        assert store.timers.pending_count() == 0
+        return
     done = threading.Event()
     worker = Worker(store, on_timer=lambda s, t: done.set(), poll_interval=60.0)
     thread = _run_in_thread(worker)
