@@ -652,6 +652,57 @@ def locate_timer_command(obj: Context, run: str, effect: str) -> None:
     print_commands(obj, locate_timer(store.keys, run, effect, attrs, store.geometry))
 
 
+@main.command("workers")
+@click.pass_obj
+@guarded
+def workers_command(obj: Context) -> None:
+    """The tenant's running workers (their heartbeats), oldest first."""
+    entries = obj.store().workers.running()
+    now = datetime.now(timezone.utc)
+    rows = [
+        [
+            e.record.get("host"),
+            e.record.get("pid"),
+            ", ".join(e.record.get("tenants") or ()),
+            e.record.get("concurrency"),
+            short_time(e.record.get("started")),
+            ago(now, e.record.get("last_pass")),
+            ago(now, e.beat_at.isoformat()),
+        ]
+        for e in entries
+    ]
+    columns = ["host", "pid", "tenants", "conc.", "started (UTC)", "last pass", "beat"]
+    data = [{"worker": e.worker, "beat_at": e.beat_at, **e.record} for e in entries]
+    show(obj, data, table(f"{len(entries)} running workers", columns, rows))
+
+
+def short_time(value: Any) -> str:
+    """An ISO 8601 instant as ``MM-DD HH:MM:SS`` (UTC), for a table (``--json`` keeps
+    it whole)."""
+    if not value:
+        return ""
+    try:
+        stamp = datetime.fromisoformat(str(value)).astimezone(timezone.utc)
+    except ValueError:
+        return str(value)
+    return stamp.strftime("%m-%d %H:%M:%S")
+
+
+def ago(now: datetime, value: Any) -> str:
+    """How long before ``now`` an ISO 8601 instant was: "12 s ago", "3 min ago"."""
+    if not value:
+        return ""
+    try:
+        seconds = (now - datetime.fromisoformat(str(value))).total_seconds()
+    except (ValueError, TypeError):
+        return str(value)
+    if seconds < 120:
+        return f"{seconds:.0f} s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.0f} h ago"
+
+
 # ---------------------------------------------------------------- changing
 
 

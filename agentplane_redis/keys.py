@@ -59,6 +59,8 @@ ROLES: dict[str, str] = {
     # workers blocked on the server wait on it (BLPOP): at most two markers, "t" a
     # timer armed sooner than the walk's head, "r" a wait parked for redelivery
     "wake": "wake",  # list  markers
+    # running workers, kept by their heartbeats
+    "workers": "workers",  # hash  worker id -> "<last beat ms> <record JSON>"
     # how many buckets there are
     "geometry": "buckets",  # hash  family -> "<level> <split>"
     # call tokens of writing scripts

@@ -713,3 +713,50 @@ def reschedule(
         "1" if release else "0",
     ]
     return codec.check_status((yield from ctx.bucketed("reschedule", args, run))) == "OK"
+
+
+def heartbeat(
+    ctx: Context, worker: str, record: dict[str, Any] | None, ttl: timedelta
+) -> Plan[int]:
+    """Keeps ``worker``'s entry in the tenant's registry (``record``, JSON-able) or,
+    with None, removes it; drops the entries not renewed within ``ttl``. How many
+    were dropped."""
+    import json  # noqa: PLC0415
+
+    worker = codec.ident("worker", worker)
+    text_ = "" if record is None else json.dumps(record, sort_keys=True, default=str)
+    ttl_ms = codec.duration_ms("ttl", ttl)
+    reply = yield ctx.call("heartbeat", [worker, text_, ctx.at("now", None), ttl_ms])
+    codec.check_status(reply)
+    return codec.integer(reply[1])
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerEntry:
+    """One running worker, as its last heartbeat left it (``workers.running``)."""
+
+    worker: str
+    beat_at: datetime
+    record: dict[str, Any]
+
+
+def running_workers(ctx: Context) -> Plan[list[WorkerEntry]]:
+    """The workers registered for the tenant, oldest first (the entries of workers
+    whose beats stopped are dropped by the next heartbeat)."""
+    import json  # noqa: PLC0415
+
+    reply = yield ctx.call("workers", [])
+    codec.check_status(reply)
+    flat = reply[1]
+    out = []
+    for i in range(0, len(flat), 2):
+        worker, stored = text(flat[i]), text(flat[i + 1])
+        at, _, body = stored.partition(" ")
+        try:
+            record = json.loads(body)
+        except ValueError:
+            codec.fail_corrupt(f"worker {worker!r}", "its record is not JSON")
+        if not isinstance(record, dict):
+            codec.fail_corrupt(f"worker {worker!r}", "its record is not a JSON object")
+        out.append(WorkerEntry(worker, codec.stored_instant(f"worker {worker!r}", at), record))
+    return sorted(out, key=lambda e: (str(e.record.get("started", "")), e.worker))

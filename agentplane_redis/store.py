@@ -199,6 +199,23 @@ class RunOps:
     close = Op(ops.close)
 
 
+class WorkerOps:
+    """``store.workers``: the tenant's registry of running workers, kept by their
+    heartbeats (``agentplane-redis workers``)."""
+
+    __slots__ = ()
+    heartbeat = Op(ops.heartbeat)
+    running = Op(ops.running_workers)
+
+
+class Workers(WorkerOps, SyncPart):
+    __slots__ = ()
+
+
+class AsyncWorkers(WorkerOps, AsyncPart):
+    __slots__ = ()
+
+
 class Events(EventOps, SyncPart):
     __slots__ = ()
 
@@ -287,6 +304,9 @@ class StoreBase(Generic[D, EventsT, TimersT, RunsT]):
         self.events: EventsT = events(self._driver)
         self.timers: TimersT = timers(self._driver)
         self.runs: RunsT = runs(self._driver)
+        self.workers: Any = (Workers if isinstance(self._driver, SyncDriver) else AsyncWorkers)(
+            self._driver
+        )
 
     @property
     def tenant(self) -> str:

@@ -29,8 +29,11 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import os
 import random
+import secrets
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -74,6 +77,11 @@ def transient(error: BaseException) -> tuple[str, str] | None:
         return "unreachable", "unreachable"
     return None
 
+
+#: How often a running worker renews its entry in each tenant's registry (seconds),
+#: and after how many missed beats the entry is dropped.
+HEARTBEAT_S = 10.0
+MISSED_BEATS = 3
 
 #: A handler still running after this share of its lease is logged loudly.
 LEASE_WARNING = 0.8
@@ -385,6 +393,10 @@ class _Base:
         #: When the last pass finished without error (UTC), for a liveness probe.
         self.last_success: datetime | None = None
         self.metrics = metrics
+        #: This worker in the tenants' registries (``store.workers``).
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.started = datetime.now(timezone.utc)
+        self._beat_at = float("-inf")
         self._stop = threading.Event()
         #: Set by a store's waker (a marker on its wake list) and by ``stop``.
         self._wake = threading.Event()
@@ -418,6 +430,31 @@ class _Base:
             )
             for store, schedule in zip(self.stores, self.schedules, strict=True)
         ]
+
+    def _record(self) -> dict[str, Any]:
+        """What this worker says of itself in the registry."""
+        from .metrics import package_version  # noqa: PLC0415
+
+        last = self.last_success
+        return {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "tenants": [store.tenant for store in self.stores],
+            "concurrency": self.settings.concurrency,
+            "started": self.started.isoformat(),
+            "last_pass": last.isoformat() if last else None,
+            "version": package_version(),
+        }
+
+    def _beat_due(self) -> bool:
+        return time.monotonic() - self._beat_at >= HEARTBEAT_S
+
+    def _beat_failed(self, store: Any, error: BaseException) -> None:
+        log.debug("heartbeat to tenant %r failed: %r", store.tenant, error)
+
+    def _until_beat(self, delay: float) -> float:
+        """``delay``, cut to the time left until the next heartbeat."""
+        return max(0.0, min(delay, self._beat_at + HEARTBEAT_S - time.monotonic()))
 
     def _woken(self, index: int, marker: str | None) -> bool:
         """Takes a store's wake marker: "r" makes its redelivery pass due now.
@@ -658,10 +695,23 @@ class Worker(_Base):
                     delay = report.sleep
                 except (redis.exceptions.RedisError, LibraryMissing) as error:
                     delay = self._failed(error)
-                self._wake.wait(delay)
+                if self._beat_due():
+                    self._beat(self._record())
+                self._wake.wait(self._until_beat(delay))
         finally:
             self.stop()  # the wakers see it within WAKE_BLOCK_S
+            self._beat(None)  # out of the registries
             restore()
+
+    def _beat(self, record: dict[str, Any] | None) -> None:
+        """Renews (or, with None, removes) this worker's entry in each tenant's registry."""
+        self._beat_at = time.monotonic()
+        ttl = timedelta(seconds=HEARTBEAT_S * MISSED_BEATS)
+        for store in self.stores:
+            try:
+                store.workers.heartbeat(self.worker_id, record, ttl)
+            except Exception as error:  # the passes report what is wrong
+                self._beat_failed(store, error)
 
     def _waker(self, index: int, store: Any) -> None:
         """Blocks on the store's wake list, again and again, until the worker stops."""
@@ -785,12 +835,25 @@ class AsyncWorker(_Base):
                     delay = report.sleep
                 except (redis.exceptions.RedisError, LibraryMissing) as error:
                     delay = self._failed(error)
-                await self._sleep(delay, awake)
+                if self._beat_due():
+                    await self._beat(self._record())
+                await self._sleep(self._until_beat(delay), awake)
         finally:
             for waker in wakers:
                 waker.cancel()
             await asyncio.gather(*wakers, return_exceptions=True)
+            await self._beat(None)  # out of the registries
             restore()
+
+    async def _beat(self, record: dict[str, Any] | None) -> None:
+        """Renews (or, with None, removes) this worker's entry in each tenant's registry."""
+        self._beat_at = time.monotonic()
+        ttl = timedelta(seconds=HEARTBEAT_S * MISSED_BEATS)
+        for store in self.stores:
+            try:
+                await store.workers.heartbeat(self.worker_id, record, ttl)
+            except Exception as error:  # the passes report what is wrong
+                self._beat_failed(store, error)
 
     async def _sleep(self, delay: float, awake: asyncio.Event) -> None:
         """Until ``delay`` passes, a waker sets ``awake``, or the worker stops (seen

@@ -572,3 +572,24 @@ def test_worker_log_lines_as_json_and_as_text():
         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ERROR agentplane_redis.worker: failed 'x'", text
     )
     assert "RuntimeError: journal down" in text
+
+
+def test_workers_lists_the_registry(store):
+    """workers: each running worker of the tenant, in a table and in --json."""
+    store.workers.heartbeat(
+        "host-1:42:abc",
+        {
+            "host": "host-1",
+            "pid": 42,
+            "tenants": ["acme"],
+            "concurrency": 4,
+            "started": "2026-12-05T09:00:00.123456+00:00",
+            "last_pass": None,
+        },
+        timedelta(seconds=30),
+    )
+    listed = data("workers")
+    assert [(w["worker"], w["host"], w["pid"]) for w in listed] == [("host-1:42:abc", "host-1", 42)]
+    text = run("workers").output
+    assert "host-1" in text
+    assert "12-05 09:00:00" in text

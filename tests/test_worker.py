@@ -710,3 +710,35 @@ def test_a_parked_wait_brings_the_redelivery_pass_forward():
     finally:
         worker.stop()
         thread.join(30)
+
+
+def test_running_workers_are_registered_and_leave_when_stopped():
+    """A running worker renews its entry in each tenant's registry (host, pid,
+    tenants, concurrency, started, last pass); it leaves when it stops, and an entry
+    whose beats stopped (a killed worker) is dropped by the next heartbeat."""
+    from agentplane_redis.worker import HEARTBEAT_S, MISSED_BEATS
+
+    server = fake_server()
+    a, b = fake_store("a", server=server), fake_store("b", server=server)
+    worker = Worker([a, b], on_timer=lambda s, t: None, concurrency=2)
+    thread = _run_in_thread(worker)
+    try:
+        wait_for(lambda: len(a.workers.running()) == 1 and len(b.workers.running()) == 1)
+        entry = a.workers.running()[0]
+        assert entry.worker == worker.worker_id
+        assert entry.record["pid"] == os.getpid()
+        assert entry.record["tenants"] == ["a", "b"]
+        assert entry.record["concurrency"] == 2
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert a.workers.running() == []
+    assert b.workers.running() == []
+    # A dead worker's entry: dropped once it is MISSED_BEATS beats old.
+    ttl = timedelta(seconds=HEARTBEAT_S * MISSED_BEATS)
+    a.workers.heartbeat("dead:1", {"host": "gone"}, ttl)
+    assert [e.worker for e in a.workers.running()] == ["dead:1"]
+    assert a.workers.heartbeat("alive:2", {"host": "here"}, timedelta(milliseconds=1)) == 0
+    time.sleep(0.01)
+    assert a.workers.heartbeat("alive:2", {"host": "here"}, timedelta(milliseconds=5)) == 1
+    assert [e.worker for e in a.workers.running()] == ["alive:2"]
