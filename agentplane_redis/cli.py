@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from . import acl, server
+from . import acl, codec, server
 from .errors import (
     AgentplaneRedisError,
     DurabilityNotConfirmed,
@@ -37,7 +37,7 @@ from .errors import (
     ServerMisconfigured,
 )
 from .keys import BUCKETED, PREFIX, ROLES, locate_event, locate_timer, locate_wait, timer_attrs
-from .model import DeadLetter, Subscription, Timer
+from .model import DeadLetter, Resumed, Subscription, Timer
 from .scripts import catalogue
 from .scripts import library as this_release
 from .store import RedisStore, client_for_url
@@ -355,9 +355,10 @@ def render_timers(title: str, timers: list[Timer]) -> Table:
     )
 
 
-def render_dead_letters(letters: list[DeadLetter]) -> Table:
+def render_dead_letters(letters: list[DeadLetter], total: int | None = None) -> Table:
+    counted = "" if total is None else f" ({len(letters)} of {total})"
     return table(
-        "dead letters, newest first",
+        f"dead letters, newest first{counted}",
         ["source", "id", "kind", "received_at", "reason", "keys"],
         [
             [
@@ -412,6 +413,9 @@ def not_found(what: str) -> NoReturn:
     sys.exit(EXIT_NOT_FOUND)
 
 
+#: The most dead letters one ``dead-letters revive --all`` takes on.
+MAX_REVIVE = 100_000
+
 limit_option = click.option("--limit", default=100, show_default=True, type=click.IntRange(min=0))
 yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 
@@ -437,14 +441,152 @@ def stats(obj: Context) -> None:
     )
 
 
-@main.command("dead-letters")
+def letter_filter(key: str | None, kind: str | None, source: str | None) -> Callable[[Any], bool]:
+    """Whether a dead letter matches --key ns/value, --kind and --source (each if given)."""
+    if key is not None and "/" not in key:
+        raise InvalidInput(f"--key {key!r} is not namespace/value")
+    ns, _, value = (key or "").partition("/")
+
+    def matches(letter: DeadLetter) -> bool:
+        event = letter.event
+        return (
+            (kind is None or event.kind == kind)
+            and (source is None or event.source == source)
+            and (
+                key is None
+                or any(k.namespace == ns and k.value == value for k in event.correlation)
+            )
+        )
+
+    return matches
+
+
+def matching_letters(
+    store: RedisStore, limit: int, after: str | None, matches: Callable[[Any], bool]
+) -> tuple[list[DeadLetter], str | None]:
+    """Up to ``limit`` dead letters that match, newest first, after the cursor
+    ``after``; and the cursor of the last one listed when more match after it (None
+    when none does)."""
+    found: list[DeadLetter] = []
+    cursor, more = after, False
+    while not more:
+        page, cursor = store.events.dead_letters_page(min(1000, max(limit, 100)), cursor)
+        for letter in page:
+            if matches(letter):
+                if len(found) == limit:
+                    more = True
+                    break
+                found.append(letter)
+        if cursor is None:
+            break
+    return found, dead_cursor(found[-1]) if more and found else None
+
+
+def dead_cursor(letter: DeadLetter) -> str:
+    """The cursor of a dead letter: its place in the dead index."""
+    from .keys import event_id, instant_member  # noqa: PLC0415
+
+    ms = codec.instant("received_at", letter.received_at)
+    return (instant_member(ms) + event_id(letter.event.source, letter.event.id)).decode()
+
+
+filter_options = [
+    click.option("--key", help="Only events with this correlation key, namespace/value."),
+    click.option("--kind", help="Only events of this kind."),
+    click.option("--source", help="Only events from this source."),
+]
+
+
+def with_filters(fn: F) -> F:
+    for option in reversed(filter_options):
+        fn = option(fn)
+    return fn
+
+
+@main.group("dead-letters", invoke_without_command=True)
 @limit_option
+@click.option("--after", help="The cursor a previous page printed: list what comes after it.")
+@with_filters
+@click.pass_context
+@guarded
+def dead_letters(  # noqa: PLR0917 - click passes every option as an argument
+    ctx: click.Context,
+    limit: int,
+    after: str | None,
+    key: str | None,
+    kind: str | None,
+    source: str | None,
+) -> None:
+    """Dead letters, newest first ("N of TOTAL", and the cursor of the next page);
+    or, with a command, act on them."""
+    if ctx.invoked_subcommand is not None:
+        return
+    obj = ctx.obj
+    store = obj.store()
+    letters, cursor = matching_letters(store, limit, after, letter_filter(key, kind, source))
+    total = store.events.stats().dead
+    if obj.as_json:
+        show(obj, {"dead_letters": letters, "total": total, "next": cursor}, None)
+        return
+    show(obj, letters, render_dead_letters(letters, total))
+    if cursor is not None:
+        click.echo(f"more: --after {shlex.quote(cursor)}")
+
+
+@dead_letters.command("revive")
+@click.argument("source", required=False)
+@click.argument("event_id", required=False)
+@click.option("--all", "every", is_flag=True, help="Every dead letter the filters match.")
+@click.option("--key", help="Only events with this correlation key, namespace/value.")
+@click.option("--kind", help="Only events of this kind.")
+@click.option("--source", "source_filter", help="Only events from this source.")
+@yes_option
 @click.pass_obj
 @guarded
-def dead_letters(obj: Context, limit: int) -> None:
-    """Dead letters, newest first."""
-    letters = obj.store().events.dead_letters(limit)
-    show(obj, letters, render_dead_letters(letters))
+def dead_letters_revive(  # noqa: PLR0917 - click passes every option as an argument
+    obj: Context,
+    source: str | None,
+    event_id: str | None,
+    every: bool,
+    key: str | None,
+    kind: str | None,
+    source_filter: str | None,
+    yes: bool,
+) -> None:
+    """Bring dead letters back to live (matched as deliver matches): SOURCE ID for one,
+    or --all with --key, --kind and --source for every one they match."""
+    store = obj.store()
+    if not every:
+        if source is None or event_id is None:
+            raise InvalidInput("give SOURCE ID, or --all (with filters)")
+        outcome = store.events.revive(source, event_id)
+        if outcome is None:
+            not_found(f"dead letter ({source!r}, {event_id!r})")
+        said = "resumed a waiting run" if isinstance(outcome, Resumed) else "live, buffered"
+        obj.emit(
+            {"source": source, "id": event_id, "outcome": type(outcome).__name__.lower()},
+            f"revived ({source!r}, {event_id!r}): {said}",
+        )
+        return
+    if source is not None or event_id is not None:
+        raise InvalidInput("--all takes filters (--key, --kind, --source), not SOURCE ID")
+    matches = letter_filter(key, kind, source_filter)
+    letters, _ = matching_letters(store, MAX_REVIVE, None, matches)
+    if not letters:
+        obj.emit({"revived": 0, "resumed": 0}, "no dead letter matches")
+        return
+    confirm(yes, f"Revive {len(letters)} dead letters (each matched as a delivery)?")
+    done = {"revived": 0, "resumed": 0}
+
+    def work() -> dict[str, int]:
+        for letter in letters:
+            outcome = store.events.revive(letter.event.source, letter.event.id)
+            done["revived"] += outcome is not None
+            done["resumed"] += isinstance(outcome, Resumed)
+        return done
+
+    with_progress(obj, "reviving", len(letters), lambda: done["revived"], work)
+    obj.emit(done, f"revived {done['revived']} dead letters; {done['resumed']} resumed a run")
 
 
 @main.command()

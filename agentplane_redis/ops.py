@@ -400,21 +400,34 @@ def sweep_unclaimed(ctx: Context, older_than: datetime, reason: str = "unclaimed
 def dead_letters(ctx: Context, limit: int = 100) -> Plan[list[DeadLetter]]:
     """Dead rows, newest first, in steps of at most LIST_BATCH rows (fewer where their
     payloads are large: a step returns about a MiB at most)."""
+    letters, _cursor = yield from dead_letters_page(ctx, limit)
+    return letters
+
+
+def dead_letters_page(
+    ctx: Context, limit: int = 100, after: str | None = None
+) -> Plan[tuple[list[DeadLetter], str | None]]:
+    """A page of dead rows, newest first, after the cursor a previous page gave; and
+    the cursor of this page's last row (None when the list ended within it)."""
     room = codec.listing("limit", limit)
+    if after is not None and not isinstance(after, str):
+        raise InvalidInput("after must be a cursor a previous page gave, or None")
     out: list[DeadLetter] = []
-    after: bytes | str = ""  # an index member, as received: bytes, not text
+    cursor: bytes | str = after or ""  # an index member
+    ended = False
     while room > 0:
         asked = min(room, LIST_BATCH)
-        reply = yield ctx.call("dead_letters", [asked, after])
+        reply = yield ctx.call("dead_letters", [asked, cursor])
         status = codec.check_status(reply)
         for r in reply[2:]:
             event, received, fields = codec.event_row(r, stored=True)
             out.append(DeadLetter(event, received, codec.dead_reason(fields[11])))
         room -= len(reply) - 2
-        after = reply[1]
+        cursor = reply[1] or cursor
         if status != "MORE" and len(reply) - 2 < asked:
+            ended = True
             break
-    return out
+    return out, None if ended or not out else text(cursor)
 
 
 def waiting(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
@@ -760,3 +773,16 @@ def running_workers(ctx: Context) -> Plan[list[WorkerEntry]]:
             codec.fail_corrupt(f"worker {worker!r}", "its record is not a JSON object")
         out.append(WorkerEntry(worker, codec.stored_instant(f"worker {worker!r}", at), record))
     return sorted(out, key=lambda e: (str(e.record.get("started", "")), e.worker))
+
+
+def revive(
+    ctx: Context, source: str, id: str, *, at: datetime | None = None
+) -> Plan[Resumed | Buffered | None]:
+    """A dead letter back to live at ``at`` (contract 11), then matched as ``deliver``
+    matches; None, and nothing changed, when ``(source, id)`` is not dead."""
+    args = [ctx.at("at", at), codec.ident("source", source), codec.ident("id", id)]
+    reply = yield ctx.call("revive", args)
+    status = codec.check_status(reply)
+    if status == "RESUMED":
+        return Resumed(codec.subscription_reply(reply[2]))
+    return Buffered() if status == "BUFFERED" else None

@@ -164,12 +164,14 @@ class EventOps:
     minter = Op(ops.minter)
     sweep_unclaimed = Op(ops.sweep_unclaimed)
     dead_letters = Op(ops.dead_letters)
+    dead_letters_page = Op(ops.dead_letters_page)
     waiting = Op(ops.waiting)
     purge = Op(ops.purge)
     stats = Op(ops.stats)
     oldest_live = Op(ops.oldest_live)
     lookup = Op(ops.lookup)
     lookup_wait = Op(ops.lookup_wait)
+    revive = Op(ops.revive)
 
 
 class TimerOps:

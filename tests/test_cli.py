@@ -70,7 +70,9 @@ def test_stats_json_is_pinned(store):
 
 def test_listings_json_are_the_dataclasses_shapes(store):
     """dead-letters, waiting, parked and timers print their results' fields."""
-    letters = data("dead-letters")
+    listed = data("dead-letters")
+    assert (listed["total"], listed["next"]) == (1, None)
+    letters = listed["dead_letters"]
     assert letters == [
         {
             "event": {
@@ -100,6 +102,7 @@ def test_listings_json_are_the_dataclasses_shapes(store):
             "step": 0,
             "phase": "forward",
             "case": None,
+            "attempt": 0,
         }
     ]
     assert data("tenants") == ["acme"]
@@ -204,9 +207,11 @@ def test_show_decodes_one_event_wait_or_timer(store):
             "step": 0,
             "phase": "forward",
             "case": None,
+            "attempt": 0,
         },
         "claimed_at": None,
         "lease": None,
+        "claims": 0,
     }
     assert run("show", "timer", "r1", "nope").exit_code == cli.EXIT_NOT_FOUND
     assert "held" in run("show", "event", "src", "e1").output
@@ -405,7 +410,7 @@ def test_global_options_work_before_or_after_the_command(store):
     )
     assert after.exit_code == 0, after.output
     assert json.loads(after.output) == json.loads(before.output)
-    assert "old" in [row["event"]["id"] for row in json.loads(after.output)]
+    assert "old" in [row["event"]["id"] for row in json.loads(after.output)["dead_letters"]]
     assert cli.globals_first(["show", "event", "--", "--json", "x"]) == [
         "show",
         "event",
@@ -593,3 +598,33 @@ def test_workers_lists_the_registry(store):
     text = run("workers").output
     assert "host-1" in text
     assert "12-05 09:00:00" in text
+
+
+def test_dead_letters_page_filter_and_revive(store):
+    """dead-letters --limit/--after pages with "N of TOTAL" and the next cursor;
+    --key/--kind/--source filter; revive brings one back, or --all of a filter after
+    asking; a letter that is not dead exits 3."""
+    for n in range(5):
+        store.events.buffer(ev(f"d{n}", f"order/D-{n % 2}"), at=at(100 + n))
+    store.events.sweep_unclaimed(at(200), "stale")
+    first = data("dead-letters", "--limit", "2")
+    assert first["total"] == 6
+    assert [d["event"]["id"] for d in first["dead_letters"]] == ["d4", "d3"]
+    second = data("dead-letters", "--limit", "2", "--after", first["next"])
+    assert [d["event"]["id"] for d in second["dead_letters"]] == ["d2", "d1"]
+    keyed = data("dead-letters", "--key", "order/D-0")
+    assert [d["event"]["id"] for d in keyed["dead_letters"]] == ["d4", "d2", "d0"]
+    assert data("dead-letters", "--kind", "other")["dead_letters"] == []
+    text = run("dead-letters", "--limit", "1").output
+    assert "(1 of 6)" in text
+    assert "more: --after" in text
+    revived = data("dead-letters", "revive", "src", "d4")
+    assert revived["outcome"] == "buffered"
+    assert run("dead-letters", "revive", "src", "d4").exit_code == cli.EXIT_NOT_FOUND
+    declined = run("dead-letters", "revive", "--all", "--key", "order/D-0", input="n\n")
+    assert declined.exit_code == 1
+    done = data("dead-letters", "revive", "--all", "--key", "order/D-0", "--yes")
+    assert done == {"revived": 2, "resumed": 0}
+    left = data("dead-letters")["dead_letters"]
+    assert sorted(d["event"]["id"] for d in left) == ["d1", "d3", "e2"]
+    assert run("dead-letters", "revive").exit_code == cli.EXIT_REFUSED

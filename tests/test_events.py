@@ -889,3 +889,52 @@ def test_a_parked_wait_is_in_no_election_index_however_it_was_registered(store, 
     assert isinstance(store.events.deliver(ev("later-9", "order/9"), at=at(6)), Buffered)
     assert store.events.stats().parked == 4
     Audit(raw, backend.tenant).run()
+
+
+# ------------------------------------------------------------ 11 revive
+
+
+def test_revive_brings_a_dead_letter_back_live_at_its_new_instant(store):
+    """revive: the dead row is live again, received at `at` (the sweep's grace starts
+    anew), payload and minter kept; no wait: Buffered, and a wait then claims it."""
+    from agentplane_redis import Buffered
+
+    store.events.buffer(ev("e1", "k/1", payload={"n": 1}), at=at(0))
+    assert store.events.sweep_unclaimed(at(0), "nobody") == 1
+    assert store.events.revive("src", "e1", at=at(50)) == Buffered()
+    assert store.events.dead_letters() == []
+    assert store.events.sweep_unclaimed(at(49)) == 0  # received at 50 now
+    got = store.events.wait(sub("r", "w", "k/1"), at=at(60))
+    assert (got.event.id, got.event.payload, got.received_at) == ("e1", {"n": 1}, at(50))
+    assert not store.events.buffer(ev("e1", "k/1"), at=at(70))  # the same identity
+
+
+def test_revive_resumes_the_oldest_waiting_run_as_deliver_does(store):
+    """With waits registered, revive elects one exactly as deliver would."""
+    from agentplane_redis import Resumed
+
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.sweep_unclaimed(at(0))
+    store.events.subscribe(sub("r2", "w", "k/1"), at=at(2))
+    store.events.subscribe(sub("r1", "w", "k/1"), at=at(1))
+    outcome = store.events.revive("src", "e1", at=at(10))
+    assert isinstance(outcome, Resumed)
+    assert outcome.subscription.run == "r1"
+    assert store.events.claim_for(sub("r1", "w", "k/1"), at=at(11)).event.id == "e1"
+
+
+def test_revive_answers_none_for_a_row_that_is_not_dead(store):
+    """Never seen, live, held or consumed: None, and nothing changes; an erased dead
+    letter revives with its payload still null."""
+    assert store.events.revive("src", "never") is None
+    store.events.buffer(ev("live", "k/1"), at=at(0))
+    assert store.events.revive("src", "live") is None
+    store.events.buffer(ev("held", "k/2"), at=at(0))
+    store.events.wait(sub("r", "w", "k/2"), at=at(1))
+    assert store.events.revive("src", "held") is None
+    store.events.unsubscribe("r", "w")  # consumed
+    assert store.events.revive("src", "held") is None
+    store.events.buffer(ev("gone", "k/3", payload={"secret": 1}), at=at(0))
+    store.events.erase_payload("src", "gone")
+    store.events.revive("src", "gone", at=at(5))
+    assert store.events.wait(sub("r", "x", "k/3"), at=at(6)).event.payload is None

@@ -1,0 +1,51 @@
+-- revive: a dead letter back to live, then offered to the oldest eligible wait.
+--
+-- KEYS[1] events: agentplane:{<tenant>}:event
+-- KEYS[2] live: agentplane:{<tenant>}:event:live
+-- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[4] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[5] ledger: agentplane:{<tenant>}:claim
+-- KEYS[6] ledger_by_run: agentplane:{<tenant>}:claim:run
+-- KEYS[7] waits: agentplane:{<tenant>}:wait
+-- KEYS[8] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[9] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[10] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[11] marks: agentplane:{<tenant>}:mark
+-- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[13] replies: agentplane:{<tenant>}:reply
+-- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
+-- ARGV[1] at: instant ms, "" reads the server clock: the row's new received_at
+-- ARGV[2] source: the event's source
+-- ARGV[3] id: the event's id
+-- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"NONE", at} (no dead row)
+--   subscription = {run, effect, attributes row, {namespace, value, ...}}
+-- Errors: CORRUPT
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/events.lua
+--@include _lib/waits.lua
+--@include _lib/matching.lua
+
+return guard(function()
+  local at = instant_arg(ARGV[1])
+  local eid = enc(ARGV[2]) .. enc(ARGV[3])
+  local f = event_read(eid)
+  if not f or f[E_STATE] ~= "dead" then
+    return words("NONE", decimal(at))
+  end
+  redis.call("ZREM", K.dead, instant_key_of(f[E_RECEIVED]) .. eid)
+  -- Identity, keys, minter and payload stay (an erased one stays null); the row
+  -- is received anew at `at`, so the sweep gives it a whole grace period, and it
+  -- is matched as a broadcast delivery is.
+  f[E_RECEIVED], f[E_REASON], f[E_ERASED], f[E_TARGETED] = decimal(at), "", "0", "0"
+  f[E_STATE] = "held" -- until elected; buffered live otherwise
+  local sub = elect(eid, f, at)
+  if sub then
+    return { "RESUMED", decimal(at), sub }
+  end
+  f[E_STATE] = "live"
+  event_write(eid, f)
+  live_index(eid, f, true)
+  return words("BUFFERED", decimal(at))
+end)
