@@ -707,15 +707,27 @@ def show_group() -> None:
     """One event, wait or timer, decoded."""
 
 
+def labelled(data: dict[str, Any], prefix: str = "") -> list[list[Any]]:
+    """A record's fields as (label, value) rows: nested records flattened under
+    dotted labels, correlation keys as namespace/value, a payload as indented JSON."""
+    rows: list[list[Any]] = []
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and key != "payload":
+            rows += labelled(value, f"{name}.")
+        elif key == "correlation" and isinstance(value, list):
+            rows.append([name, ", ".join(f"{c['namespace']}/{c['value']}" for c in value)])
+        elif isinstance(value, (dict, list)):
+            rows.append([name, json.dumps(value, ensure_ascii=False, indent=2)])
+        else:
+            rows.append([name, value])
+    return rows
+
+
 def record(obj: Context, found: Any, what: str) -> None:
     if found is None:
         not_found(what)
-    data = plain(found)
-    rows = [
-        [k, json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v]
-        for k, v in data.items()
-    ]
-    show(obj, found, table(what, ["field", "value"], rows))
+    show(obj, found, table(what, ["field", "value"], labelled(plain(found))))
 
 
 @show_group.command("event")
@@ -746,6 +758,55 @@ def show_wait(obj: Context, run: str, effect: str) -> None:
 def show_timer(obj: Context, run: str, effect: str) -> None:
     """A timer by (run, effect): when it fires, and its claim."""
     record(obj, obj.store().timers.lookup(run, effect), f"timer ({run!r}, {effect!r})")
+
+
+@show_group.command("run")
+@click.argument("run")
+@click.pass_obj
+@guarded
+def show_run(obj: Context, run: str) -> None:
+    """A run's whole state: sealed or not, its waits and its timers."""
+    found = obj.store().runs.lookup(run)
+    if obj.as_json:
+        show(obj, found, None)
+        return
+    console = Console()
+    sealed = f"sealed at {plain(found.sealed_at)}" if found.sealed else "not sealed"
+    console.print(f"run {run!r}: {sealed}, {len(found.waits)} waits, {len(found.timers)} timers")
+    if found.waits:
+        console.print(
+            table(
+                "waits",
+                ["effect", "kind", "keys", "parked at", "holds"],
+                [
+                    [
+                        w.subscription.effect,
+                        w.subscription.kind,
+                        keys_text(w.subscription.correlation),
+                        plain(w.parked_at) if w.parked_at else "",
+                        "/".join(w.holds) if w.holds else "",
+                    ]
+                    for w in found.waits
+                ],
+            )
+        )
+    if found.timers:
+        console.print(
+            table(
+                "timers",
+                ["effect", "fires at", "claimed at", "lease", "claims"],
+                [
+                    [
+                        t.timer.effect,
+                        plain(t.timer.fire_at),
+                        plain(t.claimed_at) if t.claimed_at else "",
+                        f"{t.lease.total_seconds():g} s" if t.lease else "",
+                        t.claims,
+                    ]
+                    for t in found.timers
+                ],
+            )
+        )
 
 
 @main.group("locate")

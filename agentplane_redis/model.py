@@ -214,5 +214,19 @@ class TimerRecord:
     claims: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run's whole state (``runs.lookup``), read in one step."""
+
+    run: str
+    sealed: bool
+    #: Its waits (registered), in effect order.
+    waits: tuple[WaitRecord, ...]
+    #: Its armed timers, in effect order, with their claims.
+    timers: tuple[TimerRecord, ...]
+    #: When it was sealed; None when it is not.
+    sealed_at: datetime | None = None
+
+
 DeliverOutcome: TypeAlias = Resumed | Buffered | Duplicate
 TargetedOutcome: TypeAlias = Matched | Duplicate | NotWaiting

@@ -37,6 +37,7 @@ from .model import (
     NotWaiting,
     Resumed,
     Retired,
+    RunRecord,
     Subscription,
     TargetedOutcome,
     Timer,
@@ -786,3 +787,43 @@ def revive(
     if status == "RESUMED":
         return Resumed(codec.subscription_reply(reply[2]))
     return Buffered() if status == "BUFFERED" else None
+
+
+def lookup_run(ctx: Context, run: str) -> Plan[RunRecord]:
+    """One run's whole state in one step (contract 11): sealed or not, its waits
+    (parked or not, the event each holds), its timers with their claims."""
+    run = codec.ident("run", run)
+    reply = yield from ctx.bucketed("lookup_run", [run], run)
+    codec.check_status(reply)
+    sealed = codec.raw(reply[1])
+    waits = []
+    for entry in reply[2]:
+        sub = codec.subscription_reply(entry[0])
+        parked, held = codec.raw(entry[1]), codec.raw(entry[2])
+        what = f"mark of ({sub.run!r}, {sub.effect!r})"
+        waits.append(
+            WaitRecord(
+                sub,
+                codec.stored_instant(what, parked) if parked else None,
+                tuple(split_components(held)) if held else None,  # type: ignore[arg-type]
+            )
+        )
+    flat, timers = reply[3], []
+    for i in range(0, len(flat), 3):
+        timer = codec.timer_member(flat[i], flat[i + 1])
+        claimed, lease, count = codec.timer_claim(timer, flat[i + 2])
+        timers.append(
+            TimerRecord(
+                timer,
+                None if claimed is None else codec.to_datetime(claimed),
+                None if lease is None else timedelta(milliseconds=lease),
+                count,
+            )
+        )
+    return RunRecord(
+        run,
+        bool(sealed),
+        tuple(sorted(waits, key=lambda w: component(w.subscription.effect))),
+        tuple(sorted(timers, key=lambda t: component(t.timer.effect))),
+        codec.stored_instant(f"seal of {run!r}", sealed) if sealed else None,
+    )

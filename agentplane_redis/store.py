@@ -199,6 +199,7 @@ class RunOps:
     seal = Op(ops.seal)
     is_sealed = Op(ops.is_sealed)
     close = Op(ops.close)
+    lookup = Op(ops.lookup_run)
 
 
 class WorkerOps:

@@ -628,3 +628,18 @@ def test_dead_letters_page_filter_and_revive(store):
     left = data("dead-letters")["dead_letters"]
     assert sorted(d["event"]["id"] for d in left) == ["d1", "d3", "e2"]
     assert run("dead-letters", "revive").exit_code == cli.EXIT_REFUSED
+
+
+def test_show_run_prints_its_waits_and_timers(store):
+    """show run: the run's waits and timers as tables; --json the RunRecord; show
+    timer prints labelled fields, not one JSON cell."""
+    shown = data("show", "run", "r1")
+    assert shown["run"] == "r1"
+    assert shown["sealed"] is False
+    assert [t["timer"]["effect"] for t in shown["timers"]] == ["remind"]
+    text = run("show", "run", "r1").output
+    assert "run 'r1': not sealed" in text
+    assert "remind" in text
+    timer_text = run("show", "timer", "r1", "remind").output
+    assert "timer.effect" in timer_text
+    assert "claims" in timer_text

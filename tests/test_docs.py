@@ -75,6 +75,7 @@ def test_the_public_surface_is_pinned():
         "RedisStore",
         "Resumed",
         "Retired",
+        "RunRecord",
         "ServerBusy",
         "ServerMisconfigured",
         "Subscription",

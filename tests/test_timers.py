@@ -430,3 +430,36 @@ def test_reschedule_refuses_bad_input(store):
     for args in (("", "t", at(0)), ("r", "t", "soon"), ("r", "t", None)):
         with pytest.raises(InvalidInput):
             store.timers.reschedule(*args)
+
+
+# ------------------------------------------------------------ 11 runs.lookup
+
+
+def test_run_lookup_reads_a_run_s_whole_state(store):
+    """runs.lookup: sealed or not, each wait (keys, parked, the event it holds), each
+    timer (fire time, claim, claim count); other runs' state left out."""
+    from datetime import timedelta
+
+    store.events.buffer(ev("e1", "k/1"), at=at(0))
+    store.events.wait(sub("r", "b", "k/1"), at=at(1))  # holds e1, parked
+    store.events.subscribe(sub("r", "a", "k/2", "k/3"), at=at(2))
+    store.events.subscribe(sub("other", "a", "k/2"), at=at(2))
+    store.timers.arm(timer("r", "t2", 5))
+    store.timers.arm(timer("r", "t1", 100 * MINUTE))
+    store.timers.arm(timer("other", "t", 5))
+    store.timers.claim_due(now=at(5), lease=timedelta(seconds=3))
+    found = store.runs.lookup("r")
+    assert (found.run, found.sealed, found.sealed_at) == ("r", False, None)
+    assert [w.subscription.effect for w in found.waits] == ["a", "b"]
+    a, b = found.waits
+    assert [k.value for k in a.subscription.correlation] == ["2", "3"]
+    assert (a.parked_at, a.holds) == (None, None)
+    assert (b.parked_at, b.holds) == (at(1), ("src", "e1"))
+    assert [(t.timer.effect, t.claims) for t in found.timers] == [("t1", 0), ("t2", 1)]
+    assert found.timers[1].claimed_at == at(5)
+    store.runs.seal("r")
+    sealed = store.runs.lookup("r")
+    assert sealed.sealed
+    assert sealed.sealed_at is not None
+    empty = store.runs.lookup("never")
+    assert (empty.sealed, empty.waits, empty.timers) == (False, (), ())

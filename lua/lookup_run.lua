@@ -1,0 +1,47 @@
+-- lookup_run: one run's whole state, read in one step.
+--
+-- KEYS[1] waits: agentplane:{<tenant>}:wait
+-- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[3] marks: agentplane:{<tenant>}:mark
+-- KEYS[4] ledger: agentplane:{<tenant>}:claim
+-- KEYS[5] seals: agentplane:{<tenant>}:seal
+-- KEYS[6] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[7] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[8] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[9] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[10] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[11] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- ARGV[1] run: the run
+-- Returns: {"OK", sealed_at or "", {{subscription, parked_at or "", held eid or ""}, ...},
+--   {member, fire_at, claim "claimed_at lease claims" or "", ...}}
+--   subscription = {run, effect, attributes row, {namespace, value, ...}}
+-- Errors: CORRUPT
+
+--@include _lib/codec.lua
+--@include _lib/core.lua
+--@include _lib/waits.lua
+--@include _lib/buckets.lua
+--@include _lib/timers.lua
+
+return guard(function()
+  local run = ARGV[1]
+  local waits = {}
+  for _, w in ipairs(run_waits(run)) do
+    local attrs = wait_read(w.wid)
+    if not attrs then
+      corrupt("wait key", w.wid, "key rows of an unregistered wait")
+    end
+    waits[#waits + 1] = {
+      sub_reply(run, w.effect, w.wid, attrs),
+      redis.call("HGET", K.marks, w.wid) or "",
+      redis.call("HGET", K.ledger, w.wid) or "",
+    }
+  end
+  local found, timers = run_timers(run), {}
+  local pairs = timers_reply(found, {})
+  for i, t in ipairs(found) do
+    timers[3 * i - 2], timers[3 * i - 1] = pairs[2 * i - 1], pairs[2 * i]
+    timers[3 * i] = redis.call("HGET", K.timer_claims, t.tid) or ""
+  end
+  return { "OK", redis.call("HGET", K.seals, run) or "", waits, timers }
+end)
