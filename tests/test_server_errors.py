@@ -223,7 +223,8 @@ def test_the_check_command_reports_and_refuses(start):
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
     fields = {"server", "eviction_policy", "appendonly", "online_replicas", "node", "library"}
-    assert set(found) == fields
+    assert set(found) == fields | {"persistence", "verdict"}
+    assert (found["persistence"], found["verdict"]) == ("aof", "ok")
     assert found["server"].startswith("valkey ")
     assert found["library"] == library().name  # verified
     assert found["node"] is None  # not a cluster
