@@ -347,11 +347,16 @@ def render_subscriptions(title: str, subs: list[Subscription]) -> Table:
     )
 
 
+def when(value: datetime | None) -> str:
+    """An instant in a table: UTC, to the second (``--json`` and ``show`` keep it whole)."""
+    return "" if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def render_timers(title: str, timers: list[Timer]) -> Table:
     return table(
         title,
-        ["run", "effect", "fire_at", "step", "phase", "case"],
-        [[t.run, t.effect, plain(t.fire_at), t.step, t.phase.value, t.case] for t in timers],
+        ["run", "effect", "fires at (UTC)", "step", "phase", "case"],
+        [[t.run, t.effect, when(t.fire_at), t.step, t.phase.value, t.case] for t in timers],
     )
 
 
@@ -359,13 +364,13 @@ def render_dead_letters(letters: list[DeadLetter], total: int | None = None) -> 
     counted = "" if total is None else f" ({len(letters)} of {total})"
     return table(
         f"dead letters, newest first{counted}",
-        ["source", "id", "kind", "received_at", "reason", "keys"],
+        ["source", "id", "kind", "received (UTC)", "reason", "keys"],
         [
             [
                 d.event.source,
                 d.event.id,
                 d.event.kind,
-                plain(d.received_at),
+                when(d.received_at),
                 d.reason,
                 keys_text(d.event.correlation),
             ]
@@ -628,7 +633,7 @@ def timers(ctx: click.Context, run: str | None, limit: int) -> None:
     if obj.as_json:
         show(obj, {"timers": found, "next_due": due}, None)
     else:
-        show(obj, found, render_timers(f"timers (next due {plain(due)})", found))
+        show(obj, found, render_timers(f"timers (next due {when(due) or 'never'})", found))
 
 
 @main.command()
@@ -777,13 +782,13 @@ def show_run(obj: Context, run: str) -> None:
         console.print(
             table(
                 "waits",
-                ["effect", "kind", "keys", "parked at", "holds"],
+                ["effect", "kind", "keys", "parked (UTC)", "holds"],
                 [
                     [
                         w.subscription.effect,
                         w.subscription.kind,
                         keys_text(w.subscription.correlation),
-                        plain(w.parked_at) if w.parked_at else "",
+                        when(w.parked_at),
                         "/".join(w.holds) if w.holds else "",
                     ]
                     for w in found.waits
@@ -794,12 +799,12 @@ def show_run(obj: Context, run: str) -> None:
         console.print(
             table(
                 "timers",
-                ["effect", "fires at", "claimed at", "lease", "claims"],
+                ["effect", "fires at (UTC)", "claimed (UTC)", "lease", "claims"],
                 [
                     [
                         t.timer.effect,
-                        plain(t.timer.fire_at),
-                        plain(t.claimed_at) if t.claimed_at else "",
+                        when(t.timer.fire_at),
+                        when(t.claimed_at),
                         f"{t.lease.total_seconds():g} s" if t.lease else "",
                         t.claims,
                     ]

@@ -109,11 +109,23 @@ def test_listings_json_are_the_dataclasses_shapes(store):
 
 
 def test_tables_render_for_people(store):
-    """Without --json, results are tables."""
+    """Without --json, results are tables that fit 80 columns with every column a user
+    needs whole: instants to the second, ids and runs uncut."""
     result = run("dead-letters")
     assert result.exit_code == 0
     assert "too late" in result.output
     assert "e2" in result.output
+    for args, whole in (
+        (["dead-letters"], ["2026-01-01 00:00:00", "too late", "order/B-2"]),
+        (["timers"], ["2026-01-02 00:00:00", "remind", "r1"]),
+        (["waiting"], ["order/C-3", "r1", "r2"]),
+        (["show", "run", "r1"], ["2026-01-02 00:00:00", "remind"]),
+    ):
+        text = run(*args).output
+        assert max(len(line) for line in text.splitlines()) <= 80, args
+        assert "…" not in text, (args, text)
+        for part in whole:
+            assert part in text, (args, part, text)
 
 
 def test_destructive_commands_ask_first(store):
