@@ -594,24 +594,75 @@ def dead_letters_revive(  # noqa: PLR0917 - click passes every option as an argu
     obj.emit(done, f"revived {done['revived']} dead letters; {done['resumed']} resumed a run")
 
 
-@main.command()
-@limit_option
-@click.pass_obj
-@guarded
-def waiting(obj: Context, limit: int) -> None:
-    """Wait key rows, in registration order."""
-    subs = obj.store().events.waiting(limit)
-    show(obj, subs, render_subscriptions("waiting", subs))
+def sub_filter(key: str | None, kind: str | None, source: str | None) -> Callable[[Any], bool]:
+    """Whether a wait matches --key ns/value, --kind and --source (its from_source)."""
+    if key is not None and "/" not in key:
+        raise InvalidInput(f"--key {key!r} is not namespace/value")
+    ns, _, value = (key or "").partition("/")
+
+    def matches(sub: Subscription) -> bool:
+        return (
+            (kind is None or sub.kind == kind)
+            and (source is None or sub.from_source == source)
+            and (
+                key is None or any(k.namespace == ns and k.value == value for k in sub.correlation)
+            )
+        )
+
+    return matches
 
 
 @main.command()
 @limit_option
+@click.option("--after", help="The cursor a previous page printed: list what comes after it.")
+@click.option("--key", help="Only waits on this correlation key, namespace/value.")
+@click.option("--kind", help="Only waits for this kind of event.")
+@click.option("--source", help="Only waits restricted to this source.")
 @click.pass_obj
 @guarded
-def parked(obj: Context, limit: int) -> None:
+def waiting(  # noqa: PLR0917 - click passes every option as an argument
+    obj: Context,
+    limit: int,
+    after: str | None,
+    key: str | None,
+    kind: str | None,
+    source: str | None,
+) -> None:
+    """Wait key rows, in registration order ("N of W waits", and the next page's cursor)."""
+    store = obj.store()
+    matches = sub_filter(key, kind, source)
+    found: list[Subscription] = []
+    cursor = after
+    # Each page reads no more rows than there is room for: its cursor is where the
+    # listing stopped, whatever the filters kept.
+    while len(found) < limit:
+        page, cursor = store.events.waiting_page(limit - len(found), cursor)
+        found += [sub for sub in page if matches(sub)]
+        if cursor is None:
+            break
+    next_cursor = cursor if len(found) == limit else None
+    total = store.events.stats().waits
+    if obj.as_json:
+        show(obj, {"waiting": found, "waits": total, "next": next_cursor}, None)
+        return
+    show(obj, found, render_subscriptions(f"waiting ({len(found)} rows; {total} waits)", found))
+    if next_cursor is not None:
+        click.echo(f"more: --after {shlex.quote(next_cursor)}")
+
+
+@main.command()
+@limit_option
+@click.option("--key", help="Only waits on this correlation key, namespace/value.")
+@click.option("--kind", help="Only waits for this kind of event.")
+@click.option("--source", help="Only waits restricted to this source.")
+@click.pass_obj
+@guarded
+def parked(obj: Context, limit: int, key: str | None, kind: str | None, source: str | None) -> None:
     """Parked waits (those awaiting redelivery), in (run, effect) order."""
-    subs = obj.store().events.parked_waits(limit)
-    show(obj, subs, render_subscriptions("parked waits", subs))
+    store = obj.store()
+    subs = [s for s in store.events.parked_waits(limit) if sub_filter(key, kind, source)(s)]
+    total = store.events.stats().parked
+    show(obj, subs, render_subscriptions(f"parked waits ({len(subs)} of {total})", subs))
 
 
 @main.group(invoke_without_command=True)
@@ -626,7 +677,7 @@ def timers(ctx: click.Context, run: str | None, limit: int) -> None:
         return
     obj = ctx.obj
     store = obj.store()
-    found = store.timers.armed(run) if run is not None else store.timers.pending(limit)
+    found = store.timers.armed(run)[:limit] if run is not None else store.timers.pending(limit)
     if run is not None and not found:
         not_found(f"timers of run {run!r}")
     due = store.timers.next_due()

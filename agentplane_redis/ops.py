@@ -433,12 +433,31 @@ def dead_letters_page(
 
 def waiting(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
     """Wait key rows in registration order, one key each."""
-    n = codec.listing("limit", limit)
-    if n == 0:
-        return []
-    reply = yield ctx.call("waiting", [n])
-    codec.check_status(reply)
-    return [codec.subscription(r[0], r[1], r[2], [r[3], r[4]]) for r in reply[1:]]
+    subs, _cursor = yield from waiting_page(ctx, limit)
+    return subs
+
+
+def waiting_page(
+    ctx: Context, limit: int = 100, after: str | None = None
+) -> Plan[tuple[list[Subscription], str | None]]:
+    """A page of wait key rows in registration order, after the cursor a previous
+    page gave; and the cursor of this page's last row (None when the list ended)."""
+    room = codec.listing("limit", limit)
+    if after is not None and not isinstance(after, str):
+        raise InvalidInput("after must be a cursor a previous page gave, or None")
+    out: list[Subscription] = []
+    cursor: bytes | str = after or ""
+    while room > 0:
+        asked = min(room, LIST_BATCH)
+        reply = yield ctx.call("waiting", [asked, cursor])
+        codec.check_status(reply)
+        rows = reply[2:]
+        out += [codec.subscription(r[0], r[1], r[2], [r[3], r[4]]) for r in rows]
+        room -= len(rows)
+        cursor = reply[1] or cursor
+        if len(rows) < asked:
+            return out, None
+    return out, text(cursor) if out else None
 
 
 def purge(ctx: Context, older_than: datetime, *, limit: int = 1000) -> Plan[int]:

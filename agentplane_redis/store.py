@@ -166,6 +166,7 @@ class EventOps:
     dead_letters = Op(ops.dead_letters)
     dead_letters_page = Op(ops.dead_letters_page)
     waiting = Op(ops.waiting)
+    waiting_page = Op(ops.waiting_page)
     purge = Op(ops.purge)
     stats = Op(ops.stats)
     oldest_live = Op(ops.oldest_live)

@@ -3,7 +3,8 @@
 -- KEYS[1] waits: agentplane:{<tenant>}:wait
 -- KEYS[2] wait_order: agentplane:{<tenant>}:wait:order
 -- ARGV[1] limit: count, at most this many key rows
--- Returns: {"OK", {run, effect, attributes row, namespace, value}, ...}
+-- ARGV[2] after: the order member of the last row a previous page listed, "" to start
+-- Returns: {"OK", last member or "", {run, effect, attributes row, namespace, value}, ...}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua
@@ -11,8 +12,9 @@
 --@include _lib/waits.lua
 
 return guard(function()
-  local limit = tonumber(ARGV[1])
-  local members = redis.call("ZRANGE", K.wait_order, "0", limit - 1)
+  local limit, after = bounded(ARGV[1]), ARGV[2]
+  local start = after == "" and "-" or "(" .. after
+  local members = redis.call("ZRANGEBYLEX", K.wait_order, start, "+", "LIMIT", "0", limit)
   local parts, wids = {}, {}
   for i, m in ipairs(members) do
     parts[i] = take(m, INSTANT_WIDTH + 1, 4)
@@ -22,13 +24,13 @@ return guard(function()
     wids[i] = parts[i][1] .. parts[i][2]
   end
   -- Read-only: attributes go back as stored; Python decodes and checks them.
-  local out = { "OK" }
-  for i, raw in ipairs(hmget_all(K.waits, wids)) do
+  local out = { "OK", members[#members] or "" }
+  for i, raw in ipairs(#wids > 0 and hmget_all(K.waits, wids) or {}) do
     if not raw then
       corrupt("wait key", members[i], "order entry of an unregistered wait")
     end
     local p = parts[i]
-    out[i + 1] = { dec(p[1]), dec(p[2]), raw, dec(p[3]), dec(p[4]) }
+    out[i + 2] = { dec(p[1]), dec(p[2]), raw, dec(p[3]), dec(p[4]) }
   end
   return out
 end)

@@ -87,7 +87,7 @@ def test_listings_json_are_the_dataclasses_shapes(store):
             "reason": "too late",
         }
     ]
-    assert [(w["run"], w["correlation"][0]["value"]) for w in data("waiting")] == [
+    assert [(w["run"], w["correlation"][0]["value"]) for w in data("waiting")["waiting"]] == [
         ("r1", "C-3"),
         ("r2", "A-1"),
     ]
@@ -655,3 +655,23 @@ def test_show_run_prints_its_waits_and_timers(store):
     timer_text = run("show", "timer", "r1", "remind").output
     assert "timer.effect" in timer_text
     assert "claims" in timer_text
+
+
+def test_waiting_pages_and_filters_and_timers_honour_the_limit(store):
+    """waiting --limit/--after pages in registration order with the next cursor;
+    --key/--kind filter; parked filters too; timers --run honours --limit."""
+    for n in range(4):
+        store.events.subscribe(sub(f"p{n}", "w", f"order/P-{n % 2}"), at=at(10 + n))
+    every = [(w["run"], w["correlation"][0]["value"]) for w in data("waiting")["waiting"]]
+    first = data("waiting", "--limit", "2")
+    assert [(w["run"], w["correlation"][0]["value"]) for w in first["waiting"]] == every[:2]
+    rest = data("waiting", "--after", first["next"])
+    assert [(w["run"], w["correlation"][0]["value"]) for w in rest["waiting"]] == every[2:]
+    assert rest["next"] is None
+    keyed = data("waiting", "--key", "order/P-1")["waiting"]
+    assert [w["run"] for w in keyed] == ["p1", "p3"]
+    assert data("waiting", "--kind", "nothing")["waiting"] == []
+    assert "more: --after" in run("waiting", "--limit", "1").output
+    assert [w["run"] for w in data("parked", "--kind", "paid")] == ["r2"]
+    store.timers.arm(Timer("r1", "second", T + timedelta(days=2)))
+    assert len(data("timers", "--run", "r1", "--limit", "1")["timers"]) == 1
