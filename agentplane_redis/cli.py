@@ -680,11 +680,12 @@ def timers(ctx: click.Context, run: str | None, limit: int) -> None:
     found = store.timers.armed(run)[:limit] if run is not None else store.timers.pending(limit)
     if run is not None and not found:
         not_found(f"timers of run {run!r}")
-    due = store.timers.next_due()
+    due, total = store.timers.next_due(), store.timers.pending_count()
     if obj.as_json:
-        show(obj, {"timers": found, "next_due": due}, None)
+        show(obj, {"timers": found, "next_due": due, "total": total}, None)
     else:
-        show(obj, found, render_timers(f"timers (next due {when(due) or 'never'})", found))
+        title = f"timers ({len(found)} of {total}; next due {when(due) or 'never'})"
+        show(obj, found, render_timers(title, found))
 
 
 @main.command()

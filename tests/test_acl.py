@@ -87,6 +87,11 @@ def exercise(store: Any) -> None:
     ev_.waiting()
     ev_.purge(at(10))
     ev_.stats()
+    ev_.buffer(ev("e5", "k/5"), at=at(20))
+    ev_.sweep_unclaimed(at(20))
+    assert ev_.revive("src", "e5", at=at(21)) is not None
+    ev_.dead_letters_page(10)
+    ev_.waiting_page(10)
     ev_.unsubscribe_run("p")
     assert tm.arm(timer("r", "t", 0))
     tm.arm(timer("r", "u", 0))
@@ -96,6 +101,13 @@ def exercise(store: Any) -> None:
     tm.pending()
     tm.armed("r")
     tm.next_due()
+    tm.next_claim_in()
+    tm.lookup("r", "t")
+    assert tm.reschedule("r", "t", at(50), release=True)
+    tm.wait_for_wake(0.05)  # BLPOP on the tenant's wake list
+    store.workers.heartbeat("w:1", {"host": "h"}, timedelta(seconds=30))
+    assert [w.worker for w in store.workers.running()] == ["w:1"]
+    store.runs.lookup("r")
     tm.disarm_run("nobody")
     rn.seal("s")
     rn.is_sealed("s")

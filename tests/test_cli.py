@@ -675,3 +675,5 @@ def test_waiting_pages_and_filters_and_timers_honour_the_limit(store):
     assert [w["run"] for w in data("parked", "--kind", "paid")] == ["r2"]
     store.timers.arm(Timer("r1", "second", T + timedelta(days=2)))
     assert len(data("timers", "--run", "r1", "--limit", "1")["timers"]) == 1
+    assert data("timers")["total"] == 2
+    assert "(1 of 2;" in run("timers", "--limit", "1").output
