@@ -1,5 +1,4 @@
--- heartbeat: keep a running worker's entry in the tenant's registry, and drop the
--- entries of workers that stopped beating.
+-- heartbeat: renew a running worker's registry entry; drop the entries of the dead.
 --
 -- KEYS[1] workers: agentplane:{<tenant>}:workers
 -- KEYS[2] replies: agentplane:{<tenant>}:reply
