@@ -668,24 +668,31 @@ def parked(obj: Context, limit: int, key: str | None, kind: str | None, source: 
 @main.group(invoke_without_command=True)
 @click.option("--run", help="Only this run's timers, in effect order.")
 @limit_option
+@click.option("--after", help="The cursor a previous page printed: list what comes after it.")
 @click.pass_context
 @guarded
-def timers(ctx: click.Context, run: str | None, limit: int) -> None:
+def timers(ctx: click.Context, run: str | None, limit: int, after: str | None) -> None:
     """Armed timers, soonest first (or one run's), and when the next is due; or, with
     a command, change one timer."""
     if ctx.invoked_subcommand is not None:
         return
     obj = ctx.obj
     store = obj.store()
-    found = store.timers.armed(run)[:limit] if run is not None else store.timers.pending(limit)
+    cursor = None
+    if run is not None:
+        found = store.timers.armed(run)[:limit]
+    else:
+        found, cursor = store.timers.pending_page(limit, after)
     if run is not None and not found:
         not_found(f"timers of run {run!r}")
     due, total = store.timers.next_due(), store.timers.pending_count()
     if obj.as_json:
-        show(obj, {"timers": found, "next_due": due, "total": total}, None)
-    else:
-        title = f"timers ({len(found)} of {total}; next due {when(due) or 'never'})"
-        show(obj, found, render_timers(title, found))
+        show(obj, {"timers": found, "next_due": due, "total": total, "next": cursor}, None)
+        return
+    title = f"timers ({len(found)} of {total}; next due {when(due) or 'never'})"
+    show(obj, found, render_timers(title, found))
+    if cursor is not None:
+        click.echo(f"more: --after {shlex.quote(cursor)}")
 
 
 @main.command()

@@ -21,7 +21,16 @@ from typing import Any, Literal, TypeAlias, TypeVar
 from . import codec
 from .codec import text
 from .errors import CorruptRow, InvalidInput
-from .keys import BUCKETED, Geometry, TenantKeys, component, split_components, validate_tenant
+from .keys import (
+    BUCKETED,
+    Geometry,
+    TenantKeys,
+    component,
+    split_components,
+    timer_attrs,
+    tuple_member,
+    validate_tenant,
+)
 from .model import (
     Buffered,
     BufferedEvent,
@@ -679,12 +688,37 @@ def _soonest(timers: Iterable[Timer]) -> list[Timer]:
 
 def pending(ctx: Context, limit: int = 100) -> Plan[list[Timer]]:
     """All timers, soonest first."""
+    timers, _cursor = yield from pending_page(ctx, limit)
+    return timers
+
+
+def pending_page(
+    ctx: Context, limit: int = 100, after: str | None = None
+) -> Plan[tuple[list[Timer], str | None]]:
+    """A page of timers, soonest first, after the cursor a previous page gave; and
+    the cursor of this page's last timer (None when no timer comes after it)."""
     n = codec.listing("limit", limit)
+    fire, member = "", b""
+    if after is not None:
+        if not isinstance(after, str) or ":" not in after:
+            raise InvalidInput("after must be a cursor a previous page gave, or None")
+        fire, _, rest = after.partition(":")
+        member = rest.encode("utf-8")
+        if not fire.lstrip("-").isdigit():
+            raise InvalidInput(f"{after!r} is not a cursor a page of timers gave")
     if n == 0:
-        return []
-    reply = yield ctx.call("pending", [n])
+        return [], None
+    reply = yield ctx.call("pending", [n + 1, fire, member])
     codec.check_status(reply)
-    return _soonest([*_timers(reply[1]), *_timers(reply[2])])[:n]
+    found = _soonest([*_timers(reply[1]), *_timers(reply[2])])
+    page = found[:n]
+    if len(found) <= n or not page:
+        return page, None
+    last = page[-1]
+    tid = tuple_member([last.run, last.effect])
+    attrs = timer_attrs(last.step, last.phase.value, last.case)
+    ms = codec.instant("fire_at", last.fire_at)
+    return page, f"{ms}:{(tid + attrs).decode('utf-8')}"
 
 
 def armed(ctx: Context, run: str) -> Plan[list[Timer]]:

@@ -186,6 +186,7 @@ class TimerOps:
     disarm_run = Op(ops.disarm_run)
     pending_count = Op(ops.pending_count)
     pending = Op(ops.pending)
+    pending_page = Op(ops.pending_page)
     armed = Op(ops.armed)
     next_due = Op(ops.next_due)
     lookup = Op(ops.lookup_timer)

@@ -677,3 +677,7 @@ def test_waiting_pages_and_filters_and_timers_honour_the_limit(store):
     assert len(data("timers", "--run", "r1", "--limit", "1")["timers"]) == 1
     assert data("timers")["total"] == 2
     assert "(1 of 2;" in run("timers", "--limit", "1").output
+    first = data("timers", "--limit", "1")
+    second = data("timers", "--limit", "1", "--after", first["next"])
+    assert [t["effect"] for t in first["timers"] + second["timers"]] == ["remind", "second"]
+    assert second["next"] is None

@@ -463,3 +463,29 @@ def test_run_lookup_reads_a_run_s_whole_state(store):
     assert sealed.sealed_at is not None
     empty = store.runs.lookup("never")
     assert (empty.sealed, empty.waits, empty.timers) == (False, (), ())
+
+
+def test_pending_pages_follow_the_walk_order_across_ties_and_held_timers(store):
+    """pending_page: pages after a cursor add up to pending(), ties at one fire time
+    and held timers in their places; a page after a timer since disarmed goes on
+    after its place."""
+    from datetime import timedelta
+
+    for effect, fire in (("a", 5), ("b", 5), ("c", 5), ("d", 7), ("e", 9), ("f", 9), ("g", 11)):
+        store.timers.arm(timer("r", effect, fire))
+    store.timers.claim_due(now=at(7), limit=2, lease=timedelta(minutes=5))  # a, b held
+    everything = store.timers.pending(100)
+    pages, cursor = [], None
+    while True:
+        page, cursor = store.timers.pending_page(3, cursor)
+        pages += page
+        if cursor is None:
+            break
+    assert pages == everything
+    first, cursor = store.timers.pending_page(2)
+    assert [t.effect for t in first] == ["a", "b"]
+    assert store.timers.disarm("r", "b")
+    rest, _ = store.timers.pending_page(100, cursor)
+    assert [t.effect for t in rest] == ["c", "d", "e", "f", "g"]
+    with pytest.raises(Exception, match="cursor"):
+        store.timers.pending_page(3, "nonsense")
