@@ -652,17 +652,38 @@ def waiting(  # noqa: PLR0917 - click passes every option as an argument
 
 @main.command()
 @limit_option
+@click.option("--after", help="The cursor a previous page printed: list what comes after it.")
 @click.option("--key", help="Only waits on this correlation key, namespace/value.")
 @click.option("--kind", help="Only waits for this kind of event.")
 @click.option("--source", help="Only waits restricted to this source.")
 @click.pass_obj
 @guarded
-def parked(obj: Context, limit: int, key: str | None, kind: str | None, source: str | None) -> None:
+def parked(  # noqa: PLR0917 - click passes every option as an argument
+    obj: Context,
+    limit: int,
+    after: str | None,
+    key: str | None,
+    kind: str | None,
+    source: str | None,
+) -> None:
     """Parked waits (those awaiting redelivery), in (run, effect) order."""
     store = obj.store()
-    subs = [s for s in store.events.parked_waits(limit) if sub_filter(key, kind, source)(s)]
+    matches = sub_filter(key, kind, source)
+    found: list[Subscription] = []
+    cursor = after
+    while len(found) < limit:  # each page no longer than the room left: see waiting
+        page, cursor = store.events.parked_waits_page(limit - len(found), cursor)
+        found += [sub for sub in page if matches(sub)]
+        if cursor is None:
+            break
+    next_cursor = cursor if len(found) == limit else None
     total = store.events.stats().parked
-    show(obj, subs, render_subscriptions(f"parked waits ({len(subs)} of {total})", subs))
+    if obj.as_json:
+        show(obj, {"parked": found, "total": total, "next": next_cursor}, None)
+        return
+    show(obj, found, render_subscriptions(f"parked waits ({len(found)} of {total})", found))
+    if next_cursor is not None:
+        click.echo(f"more: --after {shlex.quote(next_cursor)}")
 
 
 @main.group(invoke_without_command=True)

@@ -360,22 +360,43 @@ def park_wait(ctx: Context, sub: Subscription, *, at: datetime | None = None) ->
 
 def parked_waits(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
     """Parked registered waits in (run, effect) order; retires sealed runs' marks."""
+    subs, _cursor = yield from parked_waits_page(ctx, limit)
+    return subs
+
+
+def parked_waits_page(
+    ctx: Context, limit: int = 100, after: str | None = None
+) -> Plan[tuple[list[Subscription], str | None]]:
+    """A page of parked waits after the cursor a previous page gave (as
+    ``parked_waits``); and the cursor of this page's last wait (None at the end)."""
+    import json  # noqa: PLC0415
+
     room = codec.limit("limit", limit)
     out: list[Subscription] = []
-    after = ["", ""]
+    after_ = ["", ""]
+    if after is not None:
+        try:
+            run, effect = json.loads(after)
+            after_ = [codec.ident("run", run), codec.ident("effect", effect)]
+        except (ValueError, TypeError, InvalidInput):
+            raise InvalidInput(f"{after!r} is not a cursor a page of parked waits gave") from None
+    ended = room == 0
     while room > 0:
         asked = min(room, LIST_BATCH)
-        reply = yield ctx.call("parked_waits", [asked, *after, PARKED_BATCH])
+        reply = yield ctx.call("parked_waits", [asked, *after_, PARKED_BATCH])
         status = codec.check_status(reply)
         if status == "MORE":
             continue
-        after = [text(reply[1]), text(reply[2])]
+        after_ = [text(reply[1]), text(reply[2])]
         page = [codec.subscription_reply(s) for s in reply[3:]]
         out += page
         room -= len(page)
         if status != "PART" and len(page) < asked:  # PART: a step of many keys
+            ended = True
             break
-    return out
+    if ended or not out:
+        return out, None
+    return out, json.dumps([out[-1].run, out[-1].effect], ensure_ascii=False)
 
 
 def erase_payload(ctx: Context, source: str, id: str) -> Plan[bool]:

@@ -160,6 +160,7 @@ class EventOps:
     unsubscribe_run = Op(ops.unsubscribe_run)
     park_wait = Op(ops.park_wait)
     parked_waits = Op(ops.parked_waits)
+    parked_waits_page = Op(ops.parked_waits_page)
     erase_payload = Op(ops.erase_payload)
     minter = Op(ops.minter)
     sweep_unclaimed = Op(ops.sweep_unclaimed)

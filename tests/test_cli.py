@@ -91,7 +91,7 @@ def test_listings_json_are_the_dataclasses_shapes(store):
         ("r1", "C-3"),
         ("r2", "A-1"),
     ]
-    assert [w["run"] for w in data("parked")] == ["r2"]
+    assert [w["run"] for w in data("parked")["parked"]] == ["r2"]
     timers = data("timers")
     assert timers["next_due"] == "2026-01-02T00:00:00Z"
     assert timers["timers"] == [
@@ -672,7 +672,12 @@ def test_waiting_pages_and_filters_and_timers_honour_the_limit(store):
     assert [w["run"] for w in keyed] == ["p1", "p3"]
     assert data("waiting", "--kind", "nothing")["waiting"] == []
     assert "more: --after" in run("waiting", "--limit", "1").output
-    assert [w["run"] for w in data("parked", "--kind", "paid")] == ["r2"]
+    assert [w["run"] for w in data("parked", "--kind", "paid")["parked"]] == ["r2"]
+    store.events.park_wait(sub("r3", "w", "order/Q-1"))
+    first = data("parked", "--limit", "1")
+    assert [w["run"] for w in first["parked"]] == ["r2"]
+    rest = data("parked", "--after", first["next"])
+    assert ([w["run"] for w in rest["parked"]], rest["next"]) == (["r3"], None)
     store.timers.arm(Timer("r1", "second", T + timedelta(days=2)))
     assert len(data("timers", "--run", "r1", "--limit", "1")["timers"]) == 1
     assert data("timers")["total"] == 2
