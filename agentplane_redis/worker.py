@@ -78,8 +78,8 @@ def transient(error: BaseException) -> tuple[str, str] | None:
     return None
 
 
-#: How often a running worker renews its entry in each tenant's registry (seconds),
-#: and after how many missed beats the entry is dropped.
+#: How often a running worker renews its entry in each tenant's registry by default
+#: (seconds, ``heartbeat_interval``), and after how many missed beats it is dropped.
 HEARTBEAT_S = 10.0
 MISSED_BEATS = 3
 
@@ -105,6 +105,9 @@ class Settings:
     #: Whether the worker blocks on the server for wake-ups between passes. Off, it
     #: polls every ``poll_interval`` (for a proxy that refuses blocking commands).
     wake: bool = True
+    #: How often the worker renews its entry in each tenant's registry, in seconds; an
+    #: entry MISSED_BEATS intervals old is dropped.
+    heartbeat_interval: float = HEARTBEAT_S
     #: A timer whose handler raised fires again after ``retry_delay`` seconds, doubled
     #: with each further failed claim up to ``max_retry_delay``.
     retry_delay: float = 1.0
@@ -134,6 +137,7 @@ class Settings:
             "housekeeping_interval",
             "retry_delay",
             "max_retry_delay",
+            "heartbeat_interval",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -447,14 +451,15 @@ class _Base:
         }
 
     def _beat_due(self) -> bool:
-        return time.monotonic() - self._beat_at >= HEARTBEAT_S
+        return time.monotonic() - self._beat_at >= self.settings.heartbeat_interval
 
     def _beat_failed(self, store: Any, error: BaseException) -> None:
         log.debug("heartbeat to tenant %r failed: %r", store.tenant, error)
 
     def _until_beat(self, delay: float) -> float:
         """``delay``, cut to the time left until the next heartbeat."""
-        return max(0.0, min(delay, self._beat_at + HEARTBEAT_S - time.monotonic()))
+        beat = self._beat_at + self.settings.heartbeat_interval
+        return max(0.0, min(delay, beat - time.monotonic()))
 
     def _woken(self, index: int, marker: str | None) -> bool:
         """Takes a store's wake marker: "r" makes its redelivery pass due now.
@@ -706,7 +711,7 @@ class Worker(_Base):
     def _beat(self, record: dict[str, Any] | None) -> None:
         """Renews (or, with None, removes) this worker's entry in each tenant's registry."""
         self._beat_at = time.monotonic()
-        ttl = timedelta(seconds=HEARTBEAT_S * MISSED_BEATS)
+        ttl = timedelta(seconds=self.settings.heartbeat_interval * MISSED_BEATS)
         for store in self.stores:
             try:
                 store.workers.heartbeat(self.worker_id, record, ttl)
@@ -848,7 +853,7 @@ class AsyncWorker(_Base):
     async def _beat(self, record: dict[str, Any] | None) -> None:
         """Renews (or, with None, removes) this worker's entry in each tenant's registry."""
         self._beat_at = time.monotonic()
-        ttl = timedelta(seconds=HEARTBEAT_S * MISSED_BEATS)
+        ttl = timedelta(seconds=self.settings.heartbeat_interval * MISSED_BEATS)
         for store in self.stores:
             try:
                 await store.workers.heartbeat(self.worker_id, record, ttl)

@@ -742,3 +742,30 @@ def test_running_workers_are_registered_and_leave_when_stopped():
     time.sleep(0.01)
     assert a.workers.heartbeat("alive:2", {"host": "here"}, timedelta(milliseconds=5)) == 1
     assert [e.worker for e in a.workers.running()] == ["alive:2"]
+
+
+@pytest.mark.real
+def test_the_registry_shows_worker_processes_and_forgets_a_killed_one(start, tmp_path):
+    """Two worker processes beat every 0.2 s: both listed with their pids; one killed
+    (SIGKILL, no goodbye) is dropped within a few beats of the other; one stopped
+    with SIGTERM leaves at once."""
+    server = start("valkey")
+    store = RedisStore.from_url(server.url, tenant="acme")
+    log = tmp_path / "log.jsonl"
+    procs = [
+        spawn(server.url, ["acme"], f"w{i}", str(log), 30_000, heartbeat_interval=0.2)
+        for i in range(2)
+    ]
+    pids = {p.pid for p in procs}
+
+    def listed() -> set[int]:
+        return {e.record["pid"] for e in store.workers.running()}
+
+    wait_for(lambda: listed() == pids)
+    os.kill(procs[0].pid, signal.SIGKILL)
+    procs[0].join(30)
+    wait_for(lambda: listed() == {procs[1].pid}, timeout=30)
+    os.kill(procs[1].pid, signal.SIGTERM)
+    procs[1].join(30)
+    assert procs[1].exitcode == 0
+    assert listed() == set()

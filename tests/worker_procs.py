@@ -28,6 +28,7 @@ def run_worker(
     slow: str | None = None,
     handler_s: float = 0.0,
     poll_interval: float = 0.05,
+    heartbeat_interval: float = 10.0,
 ) -> None:
     """A worker over the tenants; its handler logs each timer (start, end, pid). The timer
     whose effect is ``slow`` takes an hour, so the test can kill it mid-handler."""
@@ -46,6 +47,7 @@ def run_worker(
         lease=timedelta(milliseconds=lease_ms),
         batch=8,
         poll_interval=poll_interval,
+        heartbeat_interval=heartbeat_interval,
         max_backoff=0.5,
     )
     worker.run()
