@@ -86,6 +86,7 @@ SCRIPT_COMMANDS = (
     "zrange",
     "zrangebylex",
     "zrangebyscore",
+    "zrank",
     "zrem",
     "zrevrangebylex",
     "zscore",
