@@ -102,6 +102,9 @@ def exercise(store: Any) -> None:
     tm.armed("r")
     tm.next_due()
     tm.next_claim_in()
+    page, cursor = tm.pending_page(1)
+    tm.pending_page(1, cursor)  # ZRANK after the cursor's member
+    ev_.parked_waits_page(1)
     tm.lookup("r", "t")
     assert tm.reschedule("r", "t", at(50), release=True)
     tm.wait_for_wake(0.05)  # BLPOP on the tenant's wake list
