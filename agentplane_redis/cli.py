@@ -721,13 +721,7 @@ def timers(ctx: click.Context, run: str | None, limit: int, after: str | None) -
 @guarded
 def tenants(obj: Context) -> None:
     """The tenants on the server (found with SCAN, never KEYS)."""
-    found = set()
-    for key in obj.client().scan_iter(match=f"{PREFIX}:{{*", count=1000):
-        text = key.decode("utf-8", "replace")
-        start, end = text.find("{"), text.find("}:")
-        if start >= 0 and end > start:
-            found.add(text[start + 1 : end])
-    names = sorted(found)
+    names = tenants_on(obj.client())
     show(obj, names, table("tenants", ["tenant"], [[n] for n in names]))
 
 
@@ -1396,6 +1390,76 @@ def metrics(obj: Context, port: int, addr: str, tenants_: tuple[str, ...]) -> No
         signal.signal(sig, lambda _signum, _frame: stop.set())
     stop.wait()
     server.shutdown()
+
+
+def tenants_on(client: Any) -> list[str]:
+    """The tenants with keys on the server (found with SCAN, never KEYS)."""
+    found = set()
+    for key in client.scan_iter(match=f"{PREFIX}:{{*", count=1000):
+        text = key.decode("utf-8", "replace")
+        start, end = text.find("{"), text.find("}:")
+        if start >= 0 and end > start:
+            found.add(text[start + 1 : end])
+    return sorted(found)
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@main.command()
+@click.option("--port", default=8080, show_default=True, type=PORT)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--also", "tenants_", multiple=True, help="Show this tenant too (repeatable).")
+@click.option("--all-tenants", is_flag=True, help="Every tenant found on the server (SCAN).")
+@click.option(
+    "--auth",
+    envvar="AGENTPLANE_DASHBOARD_AUTH",
+    help="user:password every request must give (or AGENTPLANE_DASHBOARD_AUTH);"
+    " needed off loopback.",
+)
+@click.pass_obj
+@guarded
+def dashboard(  # noqa: PLR0917 - click passes every option as an argument
+    obj: Context,
+    port: int,
+    host: str,
+    tenants_: tuple[str, ...],
+    all_tenants: bool,
+    auth: str | None,
+) -> None:
+    """Serve the web dashboard (read-only) until SIGTERM or SIGINT."""
+    try:
+        import uvicorn  # noqa: PLC0415
+
+        from .dashboard import create_app  # noqa: PLC0415
+    except ImportError as missing:
+        raise InvalidInput(
+            f"the dashboard needs its extra: pip install 'agentplane-redis[dashboard]' ({missing})"
+        ) from None
+    credentials = None
+    if auth is not None:
+        user, sep, password = auth.partition(":")
+        if not sep or not user or not password:
+            raise InvalidInput("--auth is user:password")
+        credentials = (user, password)
+    if host not in LOOPBACK:
+        if credentials is None:
+            raise InvalidInput(f"--host {host} serves other machines: give --auth user:password")
+        click.echo(
+            f"agentplane-redis: warning: the dashboard listens on {host}, beyond this machine",
+            err=True,
+        )
+    names = [obj.tenant, *tenants_]
+    note = None
+    if all_tenants:
+        try:
+            names = tenants_on(obj.client()) or names
+        except redis.exceptions.NoPermissionError:
+            note = f"Only tenant {obj.tenant!r}: this user may not list the server's keys."
+    stores = stores_when_up(obj, tuple(dict.fromkeys(names)))
+    app = create_app(stores, auth=credentials, note=note)
+    click.echo(f"dashboard on http://{host}:{port}/ (Ctrl-C to stop)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 @main.command()

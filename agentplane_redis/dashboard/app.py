@@ -1,0 +1,299 @@
+"""The dashboard's routes (``create_app``)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import secrets
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import redis
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..errors import AgentplaneRedisError, InvalidInput
+from ..keys import BUCKETED, ROLES
+
+HERE = Path(__file__).resolve().parent
+#: Rows a list page shows.
+PAGE = 50
+#: How often the overview refreshes itself, in seconds.
+REFRESH_S = 2
+
+
+def _when(value: datetime | None) -> str:
+    return "" if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _age(value: datetime | None) -> str:
+    if value is None:
+        return ""
+    seconds = (datetime.now(timezone.utc) - value).total_seconds()
+    if abs(seconds) < 120:
+        return f"{seconds:.0f} s"
+    if abs(seconds) < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _keys(correlation: Sequence[Any]) -> str:
+    return ", ".join(f"{k.namespace}/{k.value}" for k in correlation)
+
+
+def _payload(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"])
+    )
+    env.filters.update(when=_when, age=_age, keys=_keys, payload=_payload)
+    return env
+
+
+def _has_keys(store: Any) -> bool:
+    """Whether the tenant has any key on the server (True where it cannot tell)."""
+    fixed = [store.keys.key(role) for role in ROLES if role not in BUCKETED]
+    try:
+        return int(store.client.exists(*fixed)) > 0
+    except (redis.exceptions.RedisError, AttributeError):
+        return True
+
+
+class BasicAuth(BaseHTTPMiddleware):
+    """Every request needs HTTP basic credentials equal to ``user:password``."""
+
+    def __init__(self, app: Any, credentials: tuple[str, str]) -> None:
+        super().__init__(app)
+        self.expected = f"{credentials[0]}:{credentials[1]}".encode()
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        given = request.headers.get("authorization", "")
+        scheme, _, encoded = given.partition(" ")
+        try:
+            ok = scheme.lower() == "basic" and secrets.compare_digest(
+                base64.b64decode(encoded, validate=True), self.expected
+            )
+        except (binascii.Error, ValueError):
+            ok = False
+        if not ok:
+            return Response(
+                "credentials needed", 401, {"WWW-Authenticate": 'Basic realm="agentplane-redis"'}
+            )
+        return await call_next(request)
+
+
+def _filters(request: Request) -> dict[str, str | None]:
+    q = request.query_params
+    return {name: (q.get(name) or None) for name in ("key", "kind", "source", "after", "run")}
+
+
+def _has_key(correlation: Sequence[Any], key: str | None) -> bool:
+    if key is None:
+        return True
+    ns, _, value = key.partition("/")
+    return any((k.namespace, k.value) == (ns, value) for k in correlation)
+
+
+def _event_filter(f: dict[str, str | None]) -> Callable[[Any], bool]:
+    def ok(letter: Any) -> bool:
+        e = letter.event
+        return (
+            (f["kind"] is None or e.kind == f["kind"])
+            and (f["source"] is None or e.source == f["source"])
+            and _has_key(e.correlation, f["key"])
+        )
+
+    return ok
+
+
+def _wait_filter(f: dict[str, str | None]) -> Callable[[Any], bool]:
+    def ok(sub: Any) -> bool:
+        return (
+            (f["kind"] is None or sub.kind == f["kind"])
+            and (f["source"] is None or sub.from_source == f["source"])
+            and (f["run"] is None or sub.run == f["run"])
+            and _has_key(sub.correlation, f["key"])
+        )
+
+    return ok
+
+
+def _filtered(
+    fetch: Callable[[int, str | None], tuple[list[Any], str | None]],
+    ok: Callable[[Any], bool],
+    after: str | None,
+) -> tuple[list[Any], str | None]:
+    """Up to PAGE items that pass ``ok``, a page of the store at a time, each no
+    longer than the room left; and the cursor where the listing stopped (None at the
+    end)."""
+    found: list[Any] = []
+    cursor = after
+    while len(found) < PAGE:
+        batch, cursor = fetch(PAGE - len(found), cursor)
+        found += [item for item in batch if ok(item)]
+        if cursor is None:
+            break
+    return found, cursor if len(found) == PAGE else None
+
+
+class Dashboard:
+    """The pages over one or more tenants' stores (``create_app`` routes them)."""
+
+    def __init__(self, stores: Sequence[Any], note: str | None) -> None:
+        self.by_tenant = {store.tenant: store for store in stores}
+        self.note = note
+        self.env = _environment()
+
+    def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        context.update(tenants=list(self.by_tenant), note=self.note, refresh=REFRESH_S)
+        return HTMLResponse(self.env.get_template(name).render(**context), status)
+
+    def store_of(self, request: Request) -> Any:
+        store = self.by_tenant.get(request.path_params["tenant"])
+        if store is None:
+            raise HTTPException(404, "no such tenant on this dashboard")
+        return store
+
+    def guarded(self, endpoint: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """The endpoint, with a server that does not answer shown as a banner and
+        refused input or a corrupt row as a message: never a traceback."""
+
+        def run(request: Request) -> Response:
+            try:
+                return endpoint(request)
+            except (redis.exceptions.RedisError, OSError) as down:
+                return self.page("down.html", 503, error=str(down))
+            except InvalidInput as bad:
+                return self.page("error.html", 400, error=str(bad))
+            except AgentplaneRedisError as wrong:
+                return self.page("error.html", 500, error=f"{type(wrong).__name__}: {wrong}")
+
+        return run
+
+    def overview_rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for tenant, store in self.by_tenant.items():
+            rows.append(
+                {
+                    "tenant": tenant,
+                    "empty": not _has_keys(store),
+                    "stats": store.events.stats(),
+                    "timers": store.timers.pending_count(),
+                    "next_due": store.timers.next_due(),
+                    "oldest_live": store.events.oldest_live(),
+                    "workers": store.workers.running(),
+                }
+            )
+        return rows
+
+    def overview(self, request: Request) -> Response:
+        return self.page("overview.html", rows=self.overview_rows(), error=None)
+
+    def overview_fragment(self, request: Request) -> Response:
+        try:
+            rows = self.overview_rows()
+        except (redis.exceptions.RedisError, OSError) as down:
+            return self.page("overview_rows.html", rows=[], error=str(down))
+        return self.page("overview_rows.html", rows=rows, error=None)
+
+    def dead_letters(self, request: Request) -> Response:
+        store, f = self.store_of(request), _filters(request)
+        items, cursor = _filtered(store.events.dead_letters_page, _event_filter(f), f["after"])
+        total = store.events.stats().dead
+        return self.page(
+            "dead_letters.html", tenant=store.tenant, items=items, next=cursor, total=total, f=f
+        )
+
+    def waits(self, request: Request) -> Response:
+        store, f = self.store_of(request), _filters(request)
+        parked = request.url.path.endswith("/parked")
+        fetch = store.events.parked_waits_page if parked else store.events.waiting_page
+        items, cursor = _filtered(fetch, _wait_filter(f), f["after"])
+        stats = store.events.stats()
+        return self.page(
+            "waits.html",
+            tenant=store.tenant,
+            items=items,
+            next=cursor,
+            total=stats.parked if parked else stats.waits,
+            f=f,
+            title="parked waits" if parked else "waits",
+        )
+
+    def timers(self, request: Request) -> Response:
+        store, f = self.store_of(request), _filters(request)
+        if f["run"]:
+            items, cursor = store.timers.armed(f["run"])[:PAGE], None
+        else:
+            items, cursor = store.timers.pending_page(PAGE, f["after"])
+        total = store.timers.pending_count()
+        return self.page(
+            "timers.html", tenant=store.tenant, items=items, next=cursor, total=total, f=f
+        )
+
+    def run(self, request: Request) -> Response:
+        store = self.store_of(request)
+        found = store.runs.lookup(request.path_params["run"])
+        return self.page("run.html", tenant=store.tenant, run=found)
+
+    def event(self, request: Request) -> Response:
+        store = self.store_of(request)
+        source, id_ = request.path_params["source"], request.path_params["id"]
+        found = store.events.lookup(source, id_)
+        if found is None:
+            return self.page("error.html", 404, error=f"no event ({source!r}, {id_!r})")
+        return self.page("event.html", tenant=store.tenant, record=found)
+
+    def timer(self, request: Request) -> Response:
+        store = self.store_of(request)
+        run, effect = request.path_params["run"], request.path_params["effect"]
+        found = store.timers.lookup(run, effect)
+        if found is None:
+            return self.page("error.html", 404, error=f"no timer ({run!r}, {effect!r})")
+        return self.page("timer.html", tenant=store.tenant, record=found)
+
+    def not_found(self, request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        return self.page("error.html", status, error=str(getattr(exc, "detail", "not found")))
+
+
+def create_app(
+    stores: Sequence[Any], *, auth: tuple[str, str] | None = None, note: str | None = None
+) -> Starlette:
+    """The dashboard over ``stores`` (sync stores, one per tenant). With ``auth``
+    (user, password) every request needs those credentials; ``note`` is shown on
+    every page (why only one tenant is shown, for instance). Read-only: a POST is
+    answered 405."""
+    if not stores:
+        raise InvalidInput("the dashboard needs at least one tenant's store")
+    d = Dashboard(stores, note)
+    g = d.guarded
+    routes = [
+        Route("/", g(d.overview)),
+        Route("/fragment/overview", d.overview_fragment),
+        Route("/t/{tenant}/dead-letters", g(d.dead_letters)),
+        Route("/t/{tenant}/waiting", g(d.waits)),
+        Route("/t/{tenant}/parked", g(d.waits)),
+        Route("/t/{tenant}/timers", g(d.timers)),
+        Route("/t/{tenant}/run/{run:path}", g(d.run)),
+        Route("/t/{tenant}/event/{source}/{id:path}", g(d.event)),
+        Route("/t/{tenant}/timer/{run}/{effect:path}", g(d.timer)),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    middleware = [Middleware(BasicAuth, credentials=auth)] if auth is not None else []
+    return Starlette(
+        routes=routes, middleware=middleware, exception_handlers={HTTPException: d.not_found}
+    )

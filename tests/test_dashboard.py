@@ -1,0 +1,201 @@
+"""The web dashboard over HTTP (Starlette's test client) on fakeredis, and the
+CLI's dashboard command on a real server."""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from agentplane_redis import InvalidInput, RedisStore, Timer
+from agentplane_redis.dashboard import create_app
+from agentplane_redis.testing import fake_server, fake_store
+
+from helpers import at, ev, sub, timer
+
+
+def filled() -> tuple[Any, Any]:
+    """Two tenants' stores on one fake server: acme with a dead letter, a held event,
+    waits and timers; beta empty."""
+    server = fake_server()
+    acme = fake_store("acme", server=server)
+    acme.events.buffer(ev("old", "order/A-1", payload={"amount": 3}), at=at(0))
+    acme.events.buffer(ev("erased", "order/A-2", payload={"secret": 1}), at=at(0))
+    acme.events.erase_payload("src", "erased")
+    acme.events.sweep_unclaimed(at(0), "nobody waited")
+    acme.events.buffer(ev("held", "order/B-1"), at=at(1))
+    acme.events.wait(sub("run-1", "await", "order/B-1"), at=at(2))
+    acme.events.subscribe(sub("run-2", "later", "order/C-1"), at=at(3))
+    acme.timers.arm(timer("run-1", "remind", 10))
+    acme.timers.claim_due(now=at(10), lease=timedelta(seconds=30))
+    acme.timers.arm(timer("run-1", "again", 20))
+    return acme, fake_store("beta", server=server)
+
+
+def cells(html: str, row_id: str) -> list[str]:
+    """The texts of the cells of the table row whose data-tenant is ``row_id``."""
+    row = re.search(rf'<tr data-tenant="{row_id}">(.*?)</tr>', html, re.S)
+    assert row is not None, html
+    return [
+        re.sub(r"<[^>]+>", "", c).strip()
+        for c in re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)
+    ]
+
+
+def test_the_overview_counts_each_tenant_and_its_fragment_follows_new_events():
+    acme, beta = filled()
+    client = TestClient(create_app([acme, beta]))
+    page = client.get("/")
+    assert page.status_code == 200
+    assert 'hx-get="/fragment/overview"' in page.text
+    assert "/static/htmx.min.js" in page.text
+    row = cells(page.text, "acme")
+    assert row[1:7] == [
+        "0",
+        "1",
+        "0",
+        "2",
+        "2",
+        "1",
+    ]  # live, claimed, consumed, dead, waits, parked
+    assert "(no keys on this server)" in cells(page.text, "beta")[0]
+    acme.events.buffer(ev("new", "order/Z-9"))
+    assert cells(client.get("/fragment/overview").text, "acme")[1] == "1"
+    assert client.get("/static/htmx.min.js").status_code == 200
+
+
+def test_lists_filter_page_and_link_to_their_items():
+    acme, _beta = filled()
+    client = TestClient(create_app([acme]))
+    dead = client.get("/t/acme/dead-letters").text
+    assert "nobody waited" in dead
+    assert 'href="/t/acme/event/src/old"' in dead
+    assert "old" not in client.get("/t/acme/dead-letters?key=order/A-2").text.split("<table")[1]
+    for n in range(60):
+        acme.events.subscribe(sub(f"p{n:02d}", "w", "order/P-1"), at=at(100 + n))
+    first = client.get("/t/acme/waiting?key=order/P-1").text
+    assert first.count('href="/t/acme/run/p') == 50
+    next_link = re.search(r'<a id="next" href="([^"]+)"', first)
+    assert next_link is not None
+    rest = client.get("/t/acme/waiting" + next_link.group(1).replace("&amp;", "&")).text
+    assert rest.count('href="/t/acme/run/p') == 10
+    timers = client.get("/t/acme/timers").text
+    assert 'href="/t/acme/timer/run-1/remind"' in timers
+    assert "2 shown of 2" in timers
+
+
+def test_run_event_and_timer_pages():
+    acme, _beta = filled()
+    client = TestClient(create_app([acme]))
+    run = client.get("/t/acme/run/run-1").text
+    assert "Not sealed." in run
+    assert 'href="/t/acme/event/src/held"' in run  # the wait holds it
+    assert "remind" in run
+    assert "again" in run
+    event = client.get("/t/acme/event/src/old").text
+    assert "&#34;amount&#34;: 3" in event  # the payload, formatted (escaped)
+    assert "<em>erased</em>" in client.get("/t/acme/event/src/erased").text
+    timer_page = client.get("/t/acme/timer/run-1/remind").text
+    assert re.search(r"<th>claims</th><td>1</td>", timer_page)
+    assert client.get("/t/acme/event/src/nothing").status_code == 404
+    assert client.get("/t/nobody/timers").status_code == 404
+
+
+def test_it_is_read_only_and_asks_for_credentials_when_given():
+    acme, _beta = filled()
+    open_app = TestClient(create_app([acme]))
+    assert open_app.post("/", data={"x": "1"}).status_code == 405
+    assert open_app.post("/t/acme/dead-letters").status_code == 405
+    assert "<form" not in open_app.get("/t/acme/run/run-1").text  # no buttons, no actions
+    locked = TestClient(create_app([acme], auth=("ops", "s3cret")))
+    assert locked.get("/").status_code == 401
+    good = base64.b64encode(b"ops:s3cret").decode()
+    assert locked.get("/", headers={"Authorization": f"Basic {good}"}).status_code == 200
+    bad = base64.b64encode(b"ops:guess").decode()
+    assert locked.get("/", headers={"Authorization": f"Basic {bad}"}).status_code == 401
+    with pytest.raises(InvalidInput):
+        create_app([])
+
+
+def test_a_server_that_is_down_shows_a_banner_not_a_traceback():
+    acme, _beta = filled()
+    client = TestClient(create_app([acme]))
+    acme.client.connection_pool.connection_kwargs["server"].connected = False
+    try:
+        for path in ("/", "/t/acme/dead-letters", "/t/acme/run/run-1"):
+            page = client.get(path)
+            assert page.status_code == 503
+            assert 'id="down"' in page.text
+            assert "Traceback" not in page.text
+        fragment = client.get("/fragment/overview")
+        assert fragment.status_code == 200
+        assert 'id="down"' in fragment.text  # the overview keeps asking
+    finally:
+        acme.client.connection_pool.connection_kwargs["server"].connected = True
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.real
+def test_the_dashboard_command_serves_every_tenant_and_refuses_an_open_bind(start):
+    """agentplane-redis dashboard --all-tenants: serves each tenant SCAN finds; off
+    loopback without --auth it refuses (exit 2)."""
+    server = start("valkey")
+    RedisStore.from_url(server.url, tenant="one").timers.arm(Timer("r", "t", at(0)))
+    RedisStore.from_url(server.url, tenant="two").events.buffer(ev("e", "k/1"), at=at(0))
+    exe = shutil.which("agentplane-redis")
+    assert exe is not None
+    refused = subprocess.run(
+        [exe, "--url", server.url, "dashboard", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "--auth" in refused.stderr
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--url",
+            server.url,
+            "--tenant",
+            "one",
+            "dashboard",
+            "--all-tenants",
+            "--port",
+            str(port),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline, html = time.monotonic() + 60, ""
+        while time.monotonic() < deadline:
+            try:
+                html = (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
+                )
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        assert 'data-tenant="one"' in html
+        assert 'data-tenant="two"' in html
+    finally:
+        proc.terminate()
+        proc.wait(30)
