@@ -281,6 +281,7 @@ def run(
     """Runs the demo; True when every check held."""
     console = Console()
     checks = Checks()
+    given = url
     with ExitStack() as stack:
         if url is None:
             server = start_server(console)
@@ -311,4 +312,8 @@ def run(
         console.print(out)
         console.print(fired)
         console.print("[green]all checks held[/]" if checks.passed else "[red]a check failed[/]")
+        where = f"--url {given} --tenant {tenant}" if given else "--url redis://<your server>"
+        console.print(
+            f"try next: agentplane-redis {where} dashboard (docs/dashboard.md)", soft_wrap=True
+        )
     return checks.passed

@@ -244,6 +244,8 @@ def test_the_demo_runs_and_its_checks_hold():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all checks held" in done.stdout
     assert "SIGKILL" in done.stdout
+    assert "try next: agentplane-redis" in done.stdout
+    assert "dashboard" in done.stdout.splitlines()[-1]
 
 
 def test_the_worker_command_runs_handlers_until_sigterm(store):
