@@ -1412,6 +1412,11 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 @click.option("--also", "tenants_", multiple=True, help="Show this tenant too (repeatable).")
 @click.option("--all-tenants", is_flag=True, help="Every tenant found on the server (SCAN).")
 @click.option(
+    "--allow-actions",
+    is_flag=True,
+    help="Show the buttons that change state (revive, fire now, sweep, seal, ...).",
+)
+@click.option(
     "--auth",
     envvar="AGENTPLANE_DASHBOARD_AUTH",
     help="user:password every request must give (or AGENTPLANE_DASHBOARD_AUTH);"
@@ -1425,9 +1430,11 @@ def dashboard(  # noqa: PLR0917 - click passes every option as an argument
     host: str,
     tenants_: tuple[str, ...],
     all_tenants: bool,
+    allow_actions: bool,
     auth: str | None,
 ) -> None:
-    """Serve the web dashboard (read-only) until SIGTERM or SIGINT."""
+    """Serve the web dashboard until SIGTERM or SIGINT (read-only unless
+    --allow-actions)."""
     try:
         import uvicorn  # noqa: PLC0415
 
@@ -1457,7 +1464,7 @@ def dashboard(  # noqa: PLR0917 - click passes every option as an argument
         except redis.exceptions.NoPermissionError:
             note = f"Only tenant {obj.tenant!r}: this user may not list the server's keys."
     stores = stores_when_up(obj, tuple(dict.fromkeys(names)))
-    app = create_app(stores, auth=credentials, note=note)
+    app = create_app(stores, auth=credentials, note=note, allow_actions=allow_actions)
     click.echo(f"dashboard on http://{host}:{port}/ (Ctrl-C to stop)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 

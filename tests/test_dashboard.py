@@ -11,7 +11,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -199,3 +199,52 @@ def test_the_dashboard_command_serves_every_tenant_and_refuses_an_open_bind(star
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def _form(html: str, action: str) -> dict[str, str]:
+    """The hidden fields of the first form posting to ``action``."""
+    found = re.search(rf'<form method="post" action="{re.escape(action)}"(.*?)</form>', html, re.S)
+    assert found is not None, html
+    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', found.group(1)))
+
+
+def test_actions_work_only_when_allowed_and_only_from_its_own_pages():
+    acme, _beta = filled()
+    client = TestClient(create_app([acme], allow_actions=True), follow_redirects=False)
+    page = client.get("/t/acme/dead-letters").text
+    fields = _form(page, "/t/acme/actions/revive")
+    assert fields["source"] == "src"
+    # Without the page's token, or from another origin: refused, nothing done.
+    stolen = {k: v for k, v in fields.items() if k != "csrf"}
+    assert client.post("/t/acme/actions/revive", data=stolen).status_code == 403
+    foreign = {"origin": "http://evil.example"}
+    assert client.post("/t/acme/actions/revive", data=fields, headers=foreign).status_code == 403
+    assert acme.events.stats().dead == 2
+    done = client.post("/t/acme/actions/revive", data=fields)
+    assert done.status_code == 303
+    assert "done=revived" in done.headers["location"]
+    assert acme.events.stats().dead == 1
+    shown = client.get(done.headers["location"]).text
+    assert 'id="done"' in shown
+    token = fields["csrf"]
+    fire = client.post(
+        "/t/acme/actions/fire-now", data={"csrf": token, "run": "run-1", "effect": "again"}
+    )
+    assert fire.status_code == 303
+    assert acme.timers.lookup("run-1", "again").timer.fire_at <= datetime.now(timezone.utc)
+    bad = client.post(
+        "/t/acme/actions/reschedule",
+        data={"csrf": token, "run": "run-1", "effect": "again", "at": "soon"},
+    )
+    assert bad.status_code == 400
+    assert client.post("/t/acme/actions/nothing", data={"csrf": token}).status_code == 404
+    assert (
+        client.post("/t/acme/actions/seal", data={"csrf": token, "run": "run-2"}).status_code == 303
+    )
+    assert acme.runs.is_sealed("run-2")
+    swept = client.post("/t/acme/actions/sweep", data={"csrf": token, "older_than": "1s"})
+    assert "swept" in swept.headers["location"]
+    # Read-only: no buttons, and the action routes do not exist.
+    read_only = TestClient(create_app([acme]))
+    assert 'method="post"' not in read_only.get("/t/acme/dead-letters").text
+    assert read_only.post("/t/acme/actions/revive", data=fields).status_code in (404, 405)

@@ -70,8 +70,7 @@ class Served:
         self.thread.join(30)
 
 
-@pytest.fixture
-def served() -> Iterator[tuple[Served, Any]]:
+def _filled() -> tuple[Any, Any]:
     server = fake_server()
     acme = fake_store("acme", server=server)
     acme.events.buffer(ev("late", "order/A-1", payload={"amount": 1250}), at=at(0))
@@ -86,7 +85,21 @@ def served() -> Iterator[tuple[Served, Any]]:
     acme.timers.arm(timer("run-1", "escalate", 400))
     beta = fake_store("beta", server=server)
     beta.timers.arm(timer("run-9", "nightly", 500))
+    return acme, beta
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[Served, Any]]:
+    acme, beta = _filled()
     dashboard = Served(create_app([acme, beta]))
+    yield dashboard, acme
+    dashboard.stop()
+
+
+@pytest.fixture
+def served_with_actions() -> Iterator[tuple[Served, Any]]:
+    acme, beta = _filled()
+    dashboard = Served(create_app([acme, beta], allow_actions=True))
     yield dashboard, acme
     dashboard.stop()
 
@@ -174,3 +187,36 @@ def test_no_actions_and_a_cross_site_post_is_refused(browser, served):
     with pytest.raises(urllib.error.HTTPError) as answered:
         urllib.request.urlopen(urllib.request.Request(dashboard.url("/"), data=b"x=1"), timeout=10)
     assert answered.value.code == 405
+
+
+def test_actions_ask_first_work_and_refuse_another_site(browser, served_with_actions):
+    """With actions: revive asks, and on yes revives; declining does nothing; a form
+    another site submits to the dashboard is refused."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    dashboard, acme = served_with_actions
+    browser.get(dashboard.url("/t/acme/dead-letters?key=order/A-1"))
+    browser.find_element(By.CSS_SELECTOR, "button.act-revive").click()
+    WebDriverWait(browser, 10).until(expected_conditions.alert_is_present())
+    browser.switch_to.alert.dismiss()  # no
+    assert acme.events.stats().dead == 56
+    browser.find_element(By.CSS_SELECTOR, "button.act-revive").click()
+    WebDriverWait(browser, 10).until(expected_conditions.alert_is_present())
+    browser.switch_to.alert.accept()  # yes
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "done"))
+    assert "revived src/late" in browser.find_element(By.ID, "done").text
+    assert acme.events.stats().dead == 55
+    # Another site's page posting a revive form to the dashboard: refused.
+    target = dashboard.url("/t/acme/actions/revive")
+    browser.get(
+        "data:text/html,<form id=f method=post action='" + target + "'>"
+        "<input name=source value=src><input name=id value=d00></form>"
+        "<script>document.getElementById('f').submit()</script>"
+    )
+    WebDriverWait(browser, 10).until(lambda b: "refused" in b.page_source)
+    assert acme.events.stats().dead == 55
+    browser.get(dashboard.url("/t/acme/run/run-1"))
+    assert browser.find_elements(By.CSS_SELECTOR, "button.act-close")
+    shot(browser, "run-actions.png")

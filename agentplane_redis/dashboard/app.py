@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import json
 import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import redis
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import AgentplaneRedisError, InvalidInput
 from ..keys import BUCKETED, ROLES
+from ..model import Resumed
 
 HERE = Path(__file__).resolve().parent
 #: Rows a list page shows.
@@ -149,16 +153,77 @@ def _filtered(
     return found, cursor if len(found) == PAGE else None
 
 
+def _instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"{text!r} is not an ISO 8601 instant") from None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _ago(text: str) -> datetime:
+    from ..cli import duration  # noqa: PLC0415 - the CLI's reading of "15m", "30d"
+
+    return datetime.now(timezone.utc) - duration(text)
+
+
+def _revive(store: Any, f: dict[str, str]) -> str:
+    outcome = store.events.revive(f["source"], f["id"])
+    if outcome is None:
+        raise InvalidInput(f"({f['source']!r}, {f['id']!r}) is not a dead letter")
+    how = "resumed a waiting run" if isinstance(outcome, Resumed) else "live again"
+    return f"revived {f['source']}/{f['id']}: {how}"
+
+
+def _move(store: Any, f: dict[str, str], when: datetime) -> str:
+    if not store.timers.reschedule(f["run"], f["effect"], when):
+        raise InvalidInput(
+            f"timer ({f['run']!r}, {f['effect']!r}) is not armed or a worker holds it"
+        )
+    return f"timer {f['run']}/{f['effect']} fires at {when.isoformat()}"
+
+
+#: The actions a dashboard started with --allow-actions takes: form fields -> what it did.
+ACTIONS: dict[str, Callable[[Any, dict[str, str]], str]] = {
+    "revive": _revive,
+    "fire-now": lambda store, f: _move(store, f, datetime.now(timezone.utc)),
+    "reschedule": lambda store, f: _move(store, f, _instant(f["at"])),
+    "sweep": lambda store, f: f"swept {store.events.sweep_unclaimed(_ago(f['older_than']))} events",
+    "purge": lambda store, f: f"purged {store.events.purge(_ago(f['older_than']))} rows",
+    "seal": lambda store, f: (
+        f"sealed {f['run']}" if store.runs.seal(f["run"]) else f"{f['run']} was sealed"
+    ),
+    "close": lambda store, f: (
+        f"closed {f['run']}: {store.runs.close(f['run']).timers} timers removed"
+    ),
+}
+
+
 class Dashboard:
     """The pages over one or more tenants' stores (``create_app`` routes them)."""
 
-    def __init__(self, stores: Sequence[Any], note: str | None) -> None:
+    def __init__(self, stores: Sequence[Any], note: str | None, actions: bool) -> None:
         self.by_tenant = {store.tenant: store for store in stores}
         self.note = note
+        self.actions = actions
+        #: Every form carries it; a POST without it (another site's) is refused.
+        self.csrf = secrets.token_urlsafe(32)
         self.env = _environment()
 
-    def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        context.update(tenants=list(self.by_tenant), note=self.note, refresh=REFRESH_S)
+    def page(
+        self, name: str, status: int = 200, request: Request | None = None, **context: Any
+    ) -> HTMLResponse:
+        """A template rendered; ``request``: the page's own, whose ``done`` (what an
+        action just did) is shown."""
+        done = request.query_params.get("done") if request is not None else None
+        context.update(
+            done=done,
+            tenants=list(self.by_tenant),
+            note=self.note,
+            refresh=REFRESH_S,
+            actions=self.actions,
+            csrf=self.csrf,
+        )
         return HTMLResponse(self.env.get_template(name).render(**context), status)
 
     def store_of(self, request: Request) -> Any:
@@ -200,7 +265,7 @@ class Dashboard:
         return rows
 
     def overview(self, request: Request) -> Response:
-        return self.page("overview.html", rows=self.overview_rows(), error=None)
+        return self.page("overview.html", request=request, rows=self.overview_rows(), error=None)
 
     def overview_fragment(self, request: Request) -> Response:
         try:
@@ -214,7 +279,13 @@ class Dashboard:
         items, cursor = _filtered(store.events.dead_letters_page, _event_filter(f), f["after"])
         total = store.events.stats().dead
         return self.page(
-            "dead_letters.html", tenant=store.tenant, items=items, next=cursor, total=total, f=f
+            "dead_letters.html",
+            request=request,
+            tenant=store.tenant,
+            items=items,
+            next=cursor,
+            total=total,
+            f=f,
         )
 
     def waits(self, request: Request) -> Response:
@@ -225,6 +296,7 @@ class Dashboard:
         stats = store.events.stats()
         return self.page(
             "waits.html",
+            request=request,
             tenant=store.tenant,
             items=items,
             next=cursor,
@@ -241,13 +313,19 @@ class Dashboard:
             items, cursor = store.timers.pending_page(PAGE, f["after"])
         total = store.timers.pending_count()
         return self.page(
-            "timers.html", tenant=store.tenant, items=items, next=cursor, total=total, f=f
+            "timers.html",
+            request=request,
+            tenant=store.tenant,
+            items=items,
+            next=cursor,
+            total=total,
+            f=f,
         )
 
     def run(self, request: Request) -> Response:
         store = self.store_of(request)
         found = store.runs.lookup(request.path_params["run"])
-        return self.page("run.html", tenant=store.tenant, run=found)
+        return self.page("run.html", request=request, tenant=store.tenant, run=found)
 
     def event(self, request: Request) -> Response:
         store = self.store_of(request)
@@ -255,7 +333,7 @@ class Dashboard:
         found = store.events.lookup(source, id_)
         if found is None:
             return self.page("error.html", 404, error=f"no event ({source!r}, {id_!r})")
-        return self.page("event.html", tenant=store.tenant, record=found)
+        return self.page("event.html", request=request, tenant=store.tenant, record=found)
 
     def timer(self, request: Request) -> Response:
         store = self.store_of(request)
@@ -263,7 +341,29 @@ class Dashboard:
         found = store.timers.lookup(run, effect)
         if found is None:
             return self.page("error.html", 404, error=f"no timer ({run!r}, {effect!r})")
-        return self.page("timer.html", tenant=store.tenant, record=found)
+        return self.page("timer.html", request=request, tenant=store.tenant, record=found)
+
+    async def act(self, request: Request) -> Response:
+        """One action from a form of the dashboard's own pages (``--allow-actions``):
+        refused (403) without the page's token, or from another origin."""
+        form = await request.form()
+        origin = request.headers.get("origin")
+        own = f"{request.url.scheme}://{request.url.netloc}"
+        token = str(form.get("csrf", ""))
+        if not hmac.compare_digest(token, self.csrf) or (origin and origin != own):
+            return self.page("error.html", 403, error="refused: not a form of this dashboard")
+        store = self.store_of(request)
+        fields = {k: str(v) for k, v in form.items()}
+        back = fields.get("back") or f"/t/{store.tenant}/dead-letters"
+        try:
+            said = await run_in_threadpool(ACTIONS[request.path_params["action"]], store, fields)
+        except KeyError:
+            return self.page("error.html", 404, error="no such action")
+        except (redis.exceptions.RedisError, OSError) as down:
+            return self.page("down.html", 503, error=str(down))
+        except InvalidInput as bad:
+            return self.page("error.html", 400, error=str(bad))
+        return RedirectResponse(f"{back}{'&' if '?' in back else '?'}done={quote(said)}", 303)
 
     def not_found(self, request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)
@@ -271,15 +371,21 @@ class Dashboard:
 
 
 def create_app(
-    stores: Sequence[Any], *, auth: tuple[str, str] | None = None, note: str | None = None
+    stores: Sequence[Any],
+    *,
+    auth: tuple[str, str] | None = None,
+    note: str | None = None,
+    allow_actions: bool = False,
 ) -> Starlette:
     """The dashboard over ``stores`` (sync stores, one per tenant). With ``auth``
     (user, password) every request needs those credentials; ``note`` is shown on
-    every page (why only one tenant is shown, for instance). Read-only: a POST is
-    answered 405."""
+    every page (why only one tenant is shown, for instance). Read-only unless
+    ``allow_actions``: a POST is answered 405; with it, the pages' forms revive,
+    fire, reschedule, sweep, purge, seal and close, each asking first in the
+    browser and carrying a token another site cannot know."""
     if not stores:
         raise InvalidInput("the dashboard needs at least one tenant's store")
-    d = Dashboard(stores, note)
+    d = Dashboard(stores, note, allow_actions)
     g = d.guarded
     routes = [
         Route("/", g(d.overview)),
@@ -293,6 +399,8 @@ def create_app(
         Route("/t/{tenant}/timer/{run}/{effect:path}", g(d.timer)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    if allow_actions:
+        routes.append(Route("/t/{tenant}/actions/{action}", d.act, methods=["POST"]))
     middleware = [Middleware(BasicAuth, credentials=auth)] if auth is not None else []
     return Starlette(
         routes=routes, middleware=middleware, exception_handlers={HTTPException: d.not_found}
