@@ -901,3 +901,29 @@ def lookup_run(ctx: Context, run: str) -> Plan[RunRecord]:
         tuple(sorted(timers, key=lambda t: component(t.timer.effect))),
         codec.stored_instant(f"seal of {run!r}", sealed) if sealed else None,
     )
+
+
+def live_page(
+    ctx: Context, limit: int = 100, after: str | None = None, *, newest: bool = False
+) -> Plan[tuple[list[BufferedEvent], str | None]]:
+    """A page of live events (buffered, unclaimed), oldest first (``newest``: newest
+    first), after the cursor a previous page gave; and the cursor of this page's
+    last event (None when the list ended within it)."""
+    room = codec.listing("limit", limit)
+    if after is not None and not isinstance(after, str):
+        raise InvalidInput("after must be a cursor a previous page gave, or None")
+    out: list[BufferedEvent] = []
+    cursor: bytes | str = after or ""
+    order = "newest" if newest else "oldest"
+    while room > 0:
+        asked = min(room, LIST_BATCH)
+        reply = yield ctx.call("live_events", [asked, cursor, order])
+        status = codec.check_status(reply)
+        for r in reply[2:]:
+            event, received, _fields = codec.event_row(r, stored=True)
+            out.append(BufferedEvent(event, received))
+        room -= len(reply) - 2
+        cursor = reply[1] or cursor
+        if status != "MORE" and len(reply) - 2 < asked:
+            return out, None
+    return out, text(cursor) if out else None

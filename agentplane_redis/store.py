@@ -166,6 +166,7 @@ class EventOps:
     sweep_unclaimed = Op(ops.sweep_unclaimed)
     dead_letters = Op(ops.dead_letters)
     dead_letters_page = Op(ops.dead_letters_page)
+    live_page = Op(ops.live_page)
     waiting = Op(ops.waiting)
     waiting_page = Op(ops.waiting_page)
     purge = Op(ops.purge)

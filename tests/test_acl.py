@@ -105,6 +105,7 @@ def exercise(store: Any) -> None:
     _page, cursor = tm.pending_page(1)
     tm.pending_page(1, cursor)  # ZRANK after the cursor's member
     ev_.parked_waits_page(1)
+    ev_.live_page(5, newest=True)
     tm.lookup("r", "t")
     assert tm.reschedule("r", "t", at(50), release=True)
     tm.wait_for_wake(0.05)  # BLPOP on the tenant's wake list

@@ -248,3 +248,21 @@ def test_actions_work_only_when_allowed_and_only_from_its_own_pages():
     read_only = TestClient(create_app([acme]))
     assert 'method="post"' not in read_only.get("/t/acme/dead-letters").text
     assert read_only.post("/t/acme/actions/revive", data=fields).status_code in (404, 405)
+
+
+def test_live_events_list_oldest_or_newest_first_and_filtered():
+    acme, _beta = filled()
+    for n in range(3):
+        acme.events.buffer(ev(f"live{n}", f"order/L-{n}"), at=at(1000 + n))
+    client = TestClient(create_app([acme]))
+    oldest = client.get("/t/acme/live").text
+    assert oldest.index(">live0<") < oldest.index(">live2<")
+    newest = client.get("/t/acme/live?order=newest").text
+    assert newest.index(">live2<") < newest.index(">live0<")
+    keyed = client.get("/t/acme/live?key=order/L-1").text
+    assert ">live1<" in keyed
+    assert ">live0<" not in keyed
+    page, cursor = acme.events.live_page(2)
+    rest, end = acme.events.live_page(10, cursor)
+    assert [b.event.id for b in page + rest] == ["live0", "live1", "live2"]
+    assert end is None

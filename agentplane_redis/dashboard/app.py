@@ -288,6 +288,25 @@ class Dashboard:
             f=f,
         )
 
+    def live(self, request: Request) -> Response:
+        store, f = self.store_of(request), _filters(request)
+        newest = request.query_params.get("order") == "newest"
+
+        def fetch(room: int, after: str | None) -> tuple[list[Any], str | None]:
+            return store.events.live_page(room, after, newest=newest)  # type: ignore[no-any-return]
+
+        items, cursor = _filtered(fetch, _event_filter(f), f["after"])
+        total = store.events.stats().live
+        return self.page(
+            "live.html",
+            request=request,
+            tenant=store.tenant,
+            items=items,
+            next=cursor,
+            total=total,
+            f={**f, "order": "newest" if newest else None},
+        )
+
     def waits(self, request: Request) -> Response:
         store, f = self.store_of(request), _filters(request)
         parked = request.url.path.endswith("/parked")
@@ -391,6 +410,7 @@ def create_app(
         Route("/", g(d.overview)),
         Route("/fragment/overview", d.overview_fragment),
         Route("/t/{tenant}/dead-letters", g(d.dead_letters)),
+        Route("/t/{tenant}/live", g(d.live)),
         Route("/t/{tenant}/waiting", g(d.waits)),
         Route("/t/{tenant}/parked", g(d.waits)),
         Route("/t/{tenant}/timers", g(d.timers)),
