@@ -83,6 +83,9 @@ def transient(error: BaseException) -> tuple[str, str] | None:
 HEARTBEAT_S = 10.0
 MISSED_BEATS = 3
 
+#: Lateness samples a worker keeps per tenant between two beats, at most.
+MAX_SAMPLES = 10_000
+
 #: A handler still running after this share of its lease is logged loudly.
 LEASE_WARNING = 0.8
 
@@ -401,6 +404,8 @@ class _Base:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.started = datetime.now(timezone.utc)
         self._beat_at = float("-inf")
+        #: Per tenant, the lateness (s) of each timer started since the last beat.
+        self._late: dict[str, list[float]] = {}
         self._stop = threading.Event()
         #: Set by a store's waker (a marker on its wake list) and by ``stop``.
         self._wake = threading.Event()
@@ -434,6 +439,17 @@ class _Base:
             )
             for store, schedule in zip(self.stores, self.schedules, strict=True)
         ]
+
+    def _recent(self, tenant: str, seconds: float) -> dict[str, Any]:
+        """The timers a tenant's handlers started since the last beat: how many a
+        second, and their lateness (p50, p99, max, in seconds); then forgotten."""
+        samples = sorted(self._late.pop(tenant, []))
+        out: dict[str, Any] = {"fired_per_s": round(len(samples) / max(seconds, 1e-3), 3)}
+        if samples:
+            out["late_p50"] = samples[len(samples) // 2]
+            out["late_p99"] = samples[min(len(samples) - 1, int(0.99 * len(samples)))]
+            out["late_max"] = samples[-1]
+        return out
 
     def _record(self) -> dict[str, Any]:
         """What this worker says of itself in the registry."""
@@ -525,8 +541,11 @@ class _Base:
 
     def _starting(self, store: Any, timer: Timer) -> None:
         """A timer's handler is about to start: how late it fires."""
+        late = (datetime.now(timezone.utc) - timer.fire_at).total_seconds()
+        samples = self._late.setdefault(store.tenant, [])
+        if len(samples) < MAX_SAMPLES:
+            samples.append(late)
         if self.metrics is not None:
-            late = (datetime.now(timezone.utc) - timer.fire_at).total_seconds()
             self.metrics.observe_lateness(store.tenant, late)
 
     def _handled(
@@ -709,12 +728,14 @@ class Worker(_Base):
             restore()
 
     def _beat(self, record: dict[str, Any] | None) -> None:
-        """Renews (or, with None, removes) this worker's entry in each tenant's registry."""
-        self._beat_at = time.monotonic()
+        """Renews (or, with None, removes) this worker's entry in each tenant's registry,
+        with what the tenant's timers did since the last beat."""
+        since, self._beat_at = time.monotonic() - self._beat_at, time.monotonic()
         ttl = timedelta(seconds=self.settings.heartbeat_interval * MISSED_BEATS)
         for store in self.stores:
+            mine = None if record is None else {**record, **self._recent(store.tenant, since)}
             try:
-                store.workers.heartbeat(self.worker_id, record, ttl)
+                store.workers.heartbeat(self.worker_id, mine, ttl)
             except Exception as error:  # the passes report what is wrong
                 self._beat_failed(store, error)
 
@@ -851,12 +872,14 @@ class AsyncWorker(_Base):
             restore()
 
     async def _beat(self, record: dict[str, Any] | None) -> None:
-        """Renews (or, with None, removes) this worker's entry in each tenant's registry."""
-        self._beat_at = time.monotonic()
+        """Renews (or, with None, removes) this worker's entry in each tenant's registry,
+        with what the tenant's timers did since the last beat."""
+        since, self._beat_at = time.monotonic() - self._beat_at, time.monotonic()
         ttl = timedelta(seconds=self.settings.heartbeat_interval * MISSED_BEATS)
         for store in self.stores:
+            mine = None if record is None else {**record, **self._recent(store.tenant, since)}
             try:
-                await store.workers.heartbeat(self.worker_id, record, ttl)
+                await store.workers.heartbeat(self.worker_id, mine, ttl)
             except Exception as error:  # the passes report what is wrong
                 self._beat_failed(store, error)
 

@@ -266,3 +266,35 @@ def test_live_events_list_oldest_or_newest_first_and_filtered():
     rest, end = acme.events.live_page(10, cursor)
     assert [b.event.id for b in page + rest] == ["live0", "live1", "live2"]
     assert end is None
+
+
+def test_the_overview_charts_what_the_workers_heartbeats_say():
+    """A worker's beats carry the timers it fired a second and their lateness; the
+    overview sums and charts them, a point per round of beats."""
+    acme, _beta = filled()
+    app = TestClient(create_app([acme]))
+    for n, (fired, late) in enumerate(((4.0, 0.002), (6.0, 0.003), (5.0, 0.010))):
+        record = {"host": "h", "pid": 1, "fired_per_s": fired, "late_p99": late}
+        acme.workers.heartbeat("w:1", record, timedelta(seconds=30))
+        time.sleep(0.002)  # a beat of its own
+        page = app.get("/fragment/overview").text
+        row = re.search(r'<tr data-tenant="acme"><td>acme</td>(.*?)</tr>', page, re.S)
+        assert row is not None
+        assert f">{fired:.1f}<" in row.group(1)
+        assert f">{late * 1000:.1f} ms<" in row.group(1)
+        assert ("<svg" in row.group(1)) == (n > 0)  # a line once there are two points
+
+
+def test_a_worker_s_beats_say_how_many_timers_it_fired_and_how_late():
+    from agentplane_redis.worker import Worker
+
+    store = fake_store("acme")
+    for n in range(4):
+        store.timers.arm(Timer("r", f"t{n}", at(0)))
+    worker = Worker(store, on_timer=lambda s, t: None)
+    worker.run_once()
+    worker._beat(worker._record())
+    [entry] = store.workers.running()
+    assert entry.record["late_p99"] > 0
+    assert entry.record["late_max"] >= entry.record["late_p50"]
+    assert "fired_per_s" in entry.record

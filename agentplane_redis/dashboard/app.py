@@ -7,6 +7,7 @@ import binascii
 import hmac
 import json
 import secrets
+from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +16,7 @@ from urllib.parse import quote
 
 import redis
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -34,6 +36,9 @@ HERE = Path(__file__).resolve().parent
 PAGE = 50
 #: How often the overview refreshes itself, in seconds.
 REFRESH_S = 2
+#: Points the overview's charts keep per tenant: one per round of worker beats (10 s
+#: apart by default), so the last quarter of an hour.
+HISTORY = 90
 
 
 def _when(value: datetime | None) -> str:
@@ -55,6 +60,19 @@ def _keys(correlation: Sequence[Any]) -> str:
     return ", ".join(f"{k.namespace}/{k.value}" for k in correlation)
 
 
+def _spark(values: Sequence[float]) -> Markup:
+    """A small line chart (inline SVG) of ``values``, oldest left."""
+    if len(values) < 2:
+        return Markup("")
+    top = max(values) or 1.0
+    step = 160 / (len(values) - 1)
+    points = " ".join(f"{i * step:.1f},{30 - 28 * v / top:.1f}" for i, v in enumerate(values))
+    return Markup(
+        '<svg class="spark" width="160" height="32" viewBox="0 0 160 32">'
+        f'<polyline fill="none" stroke="#2f6fb3" stroke-width="1.5" points="{points}"/></svg>'
+    )
+
+
 def _payload(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
@@ -63,7 +81,7 @@ def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"])
     )
-    env.filters.update(when=_when, age=_age, keys=_keys, payload=_payload)
+    env.filters.update(when=_when, age=_age, keys=_keys, payload=_payload, spark=_spark)
     return env
 
 
@@ -209,6 +227,12 @@ class Dashboard:
         #: Every form carries it; a POST without it (another site's) is refused.
         self.csrf = secrets.token_urlsafe(32)
         self.env = _environment()
+        #: Per tenant: the workers' beats last seen, and (timers fired a second,
+        #: lateness p99 in ms) for each round of beats since, for the charts.
+        self.seen: dict[str, tuple[Any, ...]] = {}
+        self.history: dict[str, deque[tuple[float, float]]] = {
+            t: deque(maxlen=HISTORY) for t in self.by_tenant
+        }
 
     def page(
         self, name: str, status: int = 200, request: Request | None = None, **context: Any
@@ -248,9 +272,27 @@ class Dashboard:
 
         return run
 
+    def recent(self, tenant: str, workers: Sequence[Any]) -> dict[str, Any]:
+        """What the tenant's workers said of their last beats: timers fired a second
+        (summed) and lateness p99 (the worst), with the points of the beats before."""
+        beats = tuple(sorted((w.worker, w.beat_at) for w in workers))
+        fired = sum(float(w.record.get("fired_per_s") or 0) for w in workers)
+        late = max((float(w.record.get("late_p99") or 0) for w in workers), default=0.0)
+        history = self.history[tenant]
+        if beats and beats != self.seen.get(tenant):
+            self.seen[tenant] = beats
+            history.append((fired, late * 1000))
+        return {
+            "fired": fired,
+            "late_ms": late * 1000,
+            "fired_points": [p[0] for p in history],
+            "late_points": [p[1] for p in history],
+        }
+
     def overview_rows(self) -> list[dict[str, Any]]:
         rows = []
         for tenant, store in self.by_tenant.items():
+            workers = store.workers.running()
             rows.append(
                 {
                     "tenant": tenant,
@@ -259,7 +301,8 @@ class Dashboard:
                     "timers": store.timers.pending_count(),
                     "next_due": store.timers.next_due(),
                     "oldest_live": store.events.oldest_live(),
-                    "workers": store.workers.running(),
+                    "workers": workers,
+                    "recent": self.recent(tenant, workers),
                 }
             )
         return rows
