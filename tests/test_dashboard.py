@@ -298,3 +298,62 @@ def test_a_worker_s_beats_say_how_many_timers_it_fired_and_how_late():
     assert entry.record["late_p99"] > 0
     assert entry.record["late_max"] >= entry.record["late_p50"]
     assert "fired_per_s" in entry.record
+
+
+def test_the_dashboard_reads_every_backend(backend, make):
+    """Over fakeredis, Redis, Valkey and both clusters, the pages render a tenant's
+    state (sync stores: the dashboard reads on its thread pool)."""
+    if backend.flavour == "async":
+        store = RedisStore(backend.sync_client(), tenant=backend.tenant)
+    else:
+        store = make(backend.tenant)
+    store.events.buffer(ev("e1", "order/A-1"), at=at(0))
+    store.events.subscribe(sub("run-1", "w", "order/B-1"), at=at(1))
+    store.timers.arm(timer("run-1", "t", 5))
+    client = TestClient(create_app([store]))
+    assert cells(client.get("/").text, backend.tenant)[1] == "1"
+    assert ">e1<" in client.get(f"/t/{backend.tenant}/live").text
+    assert (
+        f'href="/t/{backend.tenant}/timer/run-1/t"'
+        in client.get(f"/t/{backend.tenant}/run/run-1").text
+    )
+    store.client.close()
+
+
+@pytest.mark.real
+def test_through_a_tenant_s_acl_user_it_shows_that_tenant_and_says_why(start):
+    """dashboard --all-tenants through a tenant's user, who may not SCAN the server:
+    only its tenant, with a note saying so."""
+    import redis
+
+    from agentplane_redis import acl
+
+    server = start("redis")
+    admin = redis.Redis(port=server.port)
+    acl.create_tenant_user(admin, "acme", "pw", "acme-user")
+    RedisStore(admin, tenant="other").events.buffer(ev("x", "k/1"), at=at(0))
+    exe = shutil.which("agentplane-redis")
+    assert exe is not None
+    url = f"redis://acme-user:pw@127.0.0.1:{server.port}/0"
+    port = _free_port()
+    proc = subprocess.Popen(
+        [exe, "--url", url, "--tenant", "acme", "dashboard", "--all-tenants", "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline, html = time.monotonic() + 60, ""
+        while time.monotonic() < deadline:
+            try:
+                html = (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
+                )
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        assert 'data-tenant="acme"' in html
+        assert 'data-tenant="other"' not in html
+        assert "may not list the server" in html
+    finally:
+        proc.terminate()
+        proc.wait(30)
