@@ -35,6 +35,7 @@ from .model import (
     Subscription,
     Timer,
     TimerRecord,
+    TimerStats,
     WaitRecord,
 )
 from .store import RedisStore
@@ -73,5 +74,6 @@ __all__ = [
     "Subscription",
     "Timer",
     "TimerRecord",
+    "TimerStats",
     "WaitRecord",
 ]

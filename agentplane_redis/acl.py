@@ -82,6 +82,7 @@ SCRIPT_COMMANDS = (
     "unlink",
     "zadd",
     "zcard",
+    "zcount",
     "zmscore",
     "zrange",
     "zrangebylex",

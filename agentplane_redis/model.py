@@ -215,6 +215,16 @@ class TimerRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TimerStats:
+    """``timers.stats()``: timers armed (all of them), due (unheld, their fire time
+    reached) and held (under a lease)."""
+
+    armed: int
+    due: int
+    held: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """One run's whole state (``runs.lookup``), read in one step."""
 

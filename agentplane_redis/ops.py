@@ -51,6 +51,7 @@ from .model import (
     TargetedOutcome,
     Timer,
     TimerRecord,
+    TimerStats,
     WaitRecord,
 )
 from .scripts import catalogue
@@ -927,3 +928,11 @@ def live_page(
         if status != "MORE" and len(reply) - 2 < asked:
             return out, None
     return out, text(cursor) if out else None
+
+
+def timer_stats(ctx: Context) -> Plan[TimerStats]:
+    """How many timers are armed, due (unheld, fire time reached by the store's
+    clock) and held; each exact, O(log n)."""
+    reply = yield ctx.call("timer_stats", [ctx.at("now", None)])
+    codec.check_status(reply)
+    return TimerStats(*(codec.integer(v) for v in reply[1:4]))

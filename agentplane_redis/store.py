@@ -189,6 +189,7 @@ class TimerOps:
     pending_count = Op(ops.pending_count)
     pending = Op(ops.pending)
     pending_page = Op(ops.pending_page)
+    stats = Op(ops.timer_stats)
     armed = Op(ops.armed)
     next_due = Op(ops.next_due)
     lookup = Op(ops.lookup_timer)

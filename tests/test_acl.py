@@ -102,6 +102,7 @@ def exercise(store: Any) -> None:
     tm.armed("r")
     tm.next_due()
     tm.next_claim_in()
+    tm.stats()
     _page, cursor = tm.pending_page(1)
     tm.pending_page(1, cursor)  # ZRANK after the cursor's member
     ev_.parked_waits_page(1)

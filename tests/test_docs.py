@@ -81,6 +81,7 @@ def test_the_public_surface_is_pinned():
         "Subscription",
         "Timer",
         "TimerRecord",
+        "TimerStats",
         "WaitRecord",
     ]
 

@@ -489,3 +489,18 @@ def test_pending_pages_follow_the_walk_order_across_ties_and_held_timers(store):
     assert [t.effect for t in rest] == ["c", "d", "e", "f", "g"]
     with pytest.raises(Exception, match="cursor"):
         store.timers.pending_page(3, "nonsense")
+
+
+def test_timer_stats_count_armed_due_and_held(store):
+    """timers.stats: every armed timer, the unheld ones due by the store's clock, and
+    those under a lease."""
+    from datetime import timedelta
+
+    from agentplane_redis import TimerStats
+
+    assert store.timers.stats() == TimerStats(0, 0, 0)
+    for n in range(3):
+        store.timers.arm(timer("r", f"past{n}", n))
+    store.timers.arm(Timer("r", "future", datetime.now(timezone.utc) + timedelta(hours=1)))
+    store.timers.claim_due(now=at(0), limit=1, lease=timedelta(days=1))
+    assert store.timers.stats() == TimerStats(armed=4, due=2, held=1)

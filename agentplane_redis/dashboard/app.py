@@ -298,7 +298,7 @@ class Dashboard:
                     "tenant": tenant,
                     "empty": not _has_keys(store),
                     "stats": store.events.stats(),
-                    "timers": store.timers.pending_count(),
+                    "timers": store.timers.stats(),
                     "next_due": store.timers.next_due(),
                     "oldest_live": store.events.oldest_live(),
                     "workers": workers,
