@@ -65,6 +65,18 @@ def test_the_grant_follows_the_server_version():
     assert "waitaof" in acl.commands({"redis_version": "7.4.0"})
 
 
+def exercise_listings(store: Any) -> None:
+    """The listings' pages and counts, on the store's own tenant."""
+    store.events.dead_letters_page(10)
+    store.events.waiting_page(10)
+    store.events.parked_waits_page(1)
+    store.events.live_page(5, newest=True)
+    store.timers.next_claim_in()
+    store.timers.stats()
+    _page, cursor = store.timers.pending_page(1)
+    store.timers.pending_page(1, cursor)  # ZRANK after the cursor's member
+
+
 def exercise(store: Any) -> None:
     """Every public operation, once, on the store's own tenant."""
     e, w = ev("e1", "k/1"), sub("r", "w", "k/1")
@@ -90,8 +102,6 @@ def exercise(store: Any) -> None:
     ev_.buffer(ev("e5", "k/5"), at=at(20))
     ev_.sweep_unclaimed(at(20))
     assert ev_.revive("src", "e5", at=at(21)) is not None
-    ev_.dead_letters_page(10)
-    ev_.waiting_page(10)
     ev_.unsubscribe_run("p")
     assert tm.arm(timer("r", "t", 0))
     tm.arm(timer("r", "u", 0))
@@ -101,12 +111,7 @@ def exercise(store: Any) -> None:
     tm.pending()
     tm.armed("r")
     tm.next_due()
-    tm.next_claim_in()
-    tm.stats()
-    _page, cursor = tm.pending_page(1)
-    tm.pending_page(1, cursor)  # ZRANK after the cursor's member
-    ev_.parked_waits_page(1)
-    ev_.live_page(5, newest=True)
+    exercise_listings(store)
     tm.lookup("r", "t")
     assert tm.reschedule("r", "t", at(50), release=True)
     tm.wait_for_wake(0.05)  # BLPOP on the tenant's wake list
