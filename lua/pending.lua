@@ -45,7 +45,7 @@ local function listed(key, n, fire, member)
   return flat
 end
 
-local n, fire, member = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local n, fire, member = tonumber(ARGV[1]), ARGV[2] or "", ARGV[3] or ""
 if fire ~= "" and not string.find(fire, "^%-?%d+$") then
   return { "OK", {}, {} }
 end
