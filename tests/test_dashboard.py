@@ -150,6 +150,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def served_by_the_command(args: list[str]) -> tuple[Any, str]:
+    """``agentplane-redis <args> --port P`` started, and its overview once it
+    answers: the process (to stop) and the page."""
+    exe = shutil.which("agentplane-redis")
+    assert exe is not None
+    port = _free_port()
+    proc = subprocess.Popen([exe, *args, "--port", str(port)], stderr=subprocess.PIPE, text=True)
+    deadline, html = time.monotonic() + 60, ""
+    while time.monotonic() < deadline and not html:
+        try:
+            html = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.2)
+    return proc, html
+
+
 @pytest.mark.real
 def test_the_dashboard_command_serves_every_tenant_and_refuses_an_open_bind(start):
     """agentplane-redis dashboard --all-tenants: serves each tenant SCAN finds; off
@@ -168,32 +184,10 @@ def test_the_dashboard_command_serves_every_tenant_and_refuses_an_open_bind(star
     )
     assert refused.returncode == 2
     assert "--auth" in refused.stderr
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            exe,
-            "--url",
-            server.url,
-            "--tenant",
-            "one",
-            "dashboard",
-            "--all-tenants",
-            "--port",
-            str(port),
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
+    proc, html = served_by_the_command(
+        ["--url", server.url, "--tenant", "one", "dashboard", "--all-tenants"]
     )
     try:
-        deadline, html = time.monotonic() + 60, ""
-        while time.monotonic() < deadline:
-            try:
-                html = (
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
-                )
-                break
-            except (urllib.error.URLError, ConnectionError):
-                time.sleep(0.2)
         assert 'data-tenant="one"' in html
         assert 'data-tenant="two"' in html
     finally:
@@ -335,22 +329,10 @@ def test_through_a_tenant_s_acl_user_it_shows_that_tenant_and_says_why(start):
     exe = shutil.which("agentplane-redis")
     assert exe is not None
     url = f"redis://acme-user:pw@127.0.0.1:{server.port}/0"
-    port = _free_port()
-    proc = subprocess.Popen(
-        [exe, "--url", url, "--tenant", "acme", "dashboard", "--all-tenants", "--port", str(port)],
-        stderr=subprocess.PIPE,
-        text=True,
+    proc, html = served_by_the_command(
+        ["--url", url, "--tenant", "acme", "dashboard", "--all-tenants"]
     )
     try:
-        deadline, html = time.monotonic() + 60, ""
-        while time.monotonic() < deadline:
-            try:
-                html = (
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
-                )
-                break
-            except (urllib.error.URLError, ConnectionError):
-                time.sleep(0.2)
         assert 'data-tenant="acme"' in html
         assert 'data-tenant="other"' not in html
         assert "may not list the server" in html

@@ -317,19 +317,35 @@ class Dashboard:
             return self.page("overview_rows.html", rows=[], error=str(down))
         return self.page("overview_rows.html", rows=rows, error=None)
 
-    def dead_letters(self, request: Request) -> Response:
-        store, f = self.store_of(request), _filters(request)
-        items, cursor = _filtered(store.events.dead_letters_page, _event_filter(f), f["after"])
-        total = store.events.stats().dead
+    def listing(
+        self,
+        request: Request,
+        name: str,
+        store: Any,
+        found: tuple[list[Any], str | None],
+        *,
+        total: int,
+        f: dict[str, Any],
+        **extra: Any,
+    ) -> Response:
+        """A list page: its items, the cursor of the next page, and how many there are."""
+        items, cursor = found
         return self.page(
-            "dead_letters.html",
+            name,
             request=request,
             tenant=store.tenant,
             items=items,
             next=cursor,
             total=total,
             f=f,
+            **extra,
         )
+
+    def dead_letters(self, request: Request) -> Response:
+        store, f = self.store_of(request), _filters(request)
+        items, cursor = _filtered(store.events.dead_letters_page, _event_filter(f), f["after"])
+        total = store.events.stats().dead
+        return self.listing(request, "dead_letters.html", store, (items, cursor), total=total, f=f)
 
     def live(self, request: Request) -> Response:
         store, f = self.store_of(request), _filters(request)
@@ -340,12 +356,11 @@ class Dashboard:
 
         items, cursor = _filtered(fetch, _event_filter(f), f["after"])
         total = store.events.stats().live
-        return self.page(
+        return self.listing(
+            request,
             "live.html",
-            request=request,
-            tenant=store.tenant,
-            items=items,
-            next=cursor,
+            store,
+            (items, cursor),
             total=total,
             f={**f, "order": "newest" if newest else None},
         )
@@ -356,12 +371,11 @@ class Dashboard:
         fetch = store.events.parked_waits_page if parked else store.events.waiting_page
         items, cursor = _filtered(fetch, _wait_filter(f), f["after"])
         stats = store.events.stats()
-        return self.page(
+        return self.listing(
+            request,
             "waits.html",
-            request=request,
-            tenant=store.tenant,
-            items=items,
-            next=cursor,
+            store,
+            (items, cursor),
             total=stats.parked if parked else stats.waits,
             f=f,
             title="parked waits" if parked else "waits",
@@ -374,15 +388,7 @@ class Dashboard:
         else:
             items, cursor = store.timers.pending_page(PAGE, f["after"])
         total = store.timers.pending_count()
-        return self.page(
-            "timers.html",
-            request=request,
-            tenant=store.tenant,
-            items=items,
-            next=cursor,
-            total=total,
-            f=f,
-        )
+        return self.listing(request, "timers.html", store, (items, cursor), total=total, f=f)
 
     def run(self, request: Request) -> Response:
         store = self.store_of(request)
