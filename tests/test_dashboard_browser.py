@@ -130,28 +130,39 @@ def test_the_overview_updates_when_events_arrive(browser, served):
 
 def test_filtering_and_paging_dead_letters(browser, served):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def rows() -> list[Any]:
+        return list(browser.find_elements(By.CSS_SELECTOR, "#items tr"))
+
+    def after(action: Any) -> None:
+        """Runs ``action`` (a click or a submit) and waits for the page it loads."""
+        old = browser.find_element(By.ID, "items")
+        action()
+        WebDriverWait(browser, 15).until(expected_conditions.staleness_of(old))
 
     dashboard, _acme = served
     browser.get(dashboard.url("/t/acme/dead-letters"))
-    rows = browser.find_elements(By.CSS_SELECTOR, "#items tr")
-    assert len(rows) == 51  # a header and 50 rows
+    assert len(rows()) == 51  # a header and 50 rows
     shot(browser, "dead-letters.png")
-    browser.find_element(By.ID, "next").click()
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#items tr")) == 1 + 6
+    after(browser.find_element(By.ID, "next").click)
+    assert len(rows()) == 1 + 6
     browser.get(dashboard.url("/t/acme/dead-letters"))
     box = browser.find_element(By.NAME, "key")
     box.send_keys("order/A-1")
-    box.submit()
-    ids = [r.text.split()[1] for r in browser.find_elements(By.CSS_SELECTOR, "#items tr")[1:]]
-    assert ids == ["late"]
+    after(box.submit)
+    assert [r.text.split()[1] for r in rows()[1:]] == ["late"]
 
 
 def test_a_run_page_shows_its_waits_and_timers_and_links_there(browser, served):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     dashboard, _acme = served
     browser.get(dashboard.url("/t/acme/waiting"))
     browser.find_element(By.LINK_TEXT, "run-1").click()
+    WebDriverWait(browser, 15).until(lambda b: b.find_elements(By.ID, "waits"))
     assert browser.current_url.endswith("/t/acme/run/run-1")
     waits = browser.find_element(By.ID, "waits").text
     assert "await-payment" in waits
@@ -161,7 +172,9 @@ def test_a_run_page_shows_its_waits_and_timers_and_links_there(browser, served):
     assert "escalate" in timers
     shot(browser, "run.png")
     browser.find_element(By.LINK_TEXT, "src/held").click()
-    assert "Event src/held" in browser.find_element(By.TAG_NAME, "h1").text
+    WebDriverWait(browser, 15).until(
+        lambda b: "Event src/held" in b.find_element(By.TAG_NAME, "h1").text
+    )
 
 
 def test_no_actions_and_a_cross_site_post_is_refused(browser, served):
