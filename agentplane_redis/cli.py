@@ -12,7 +12,6 @@ import functools
 import importlib
 import json
 import logging
-import re
 import secrets
 import shlex
 import sys
@@ -28,7 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from . import acl, codec, server
+from . import acl, server
 from .errors import (
     AgentplaneRedisError,
     DurabilityNotConfirmed,
@@ -36,11 +35,12 @@ from .errors import (
     LibraryError,
     ServerMisconfigured,
 )
-from .keys import BUCKETED, PREFIX, ROLES, locate_event, locate_timer, locate_wait, timer_attrs
+from .keys import PREFIX, locate_event, locate_timer, locate_wait, timer_attrs
 from .model import DeadLetter, Resumed, Subscription, Timer
 from .scripts import catalogue
 from .scripts import library as this_release
 from .store import RedisStore, client_for_url
+from .views import duration, event_filter, filtered, has_keys, wait_filter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,17 +74,6 @@ def connect(url: str) -> Any:
     return client_for_url(url)
 
 
-def tenant_is_empty(store: RedisStore) -> bool:
-    """Whether none of the tenant's fixed keys exists (False where the server will not
-    say: a tenant's ACL user may not run EXISTS)."""
-    keys = store.keys
-    fixed = [keys.key(role) for role in ROLES if role not in BUCKETED]
-    try:
-        return int(store.client.exists(*fixed)) == 0
-    except (redis.exceptions.RedisError, AttributeError):
-        return False
-
-
 class Context:
     def __init__(self, url: str, tenant: str, as_json: bool, url_given: bool = False) -> None:
         self.url, self.tenant, self.as_json = url, tenant, as_json
@@ -101,7 +90,7 @@ class Context:
         """The tenant's store; a warning on stderr where the tenant has no keys on the
         server at all (a misspelled --tenant reads as zeros otherwise)."""
         store = RedisStore(self.client(), tenant=self.tenant)
-        if tenant_is_empty(store):
+        if not has_keys(store):
             click.echo(
                 f"agentplane-redis: warning: tenant {store.tenant!r} has no keys on this"
                 " server (a misspelled --tenant?)",
@@ -387,26 +376,6 @@ def show(obj: Context, data: Any, rendered: Any) -> None:
         Console().print(rendered)
 
 
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
-#: The longest duration an option takes (a century), so that now minus it is a date.
-MAX_DURATION = timedelta(days=36_500)
-_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
-def duration(text: str) -> timedelta:
-    """``90s``, ``15m``, ``2h``, ``30d``: a duration, or the refused-input exit."""
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise InvalidInput(f"{text!r} is not a duration like 90s, 15m, 2h or 30d")
-    try:
-        value = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-    except OverflowError:
-        value = MAX_DURATION + MAX_DURATION
-    if value > MAX_DURATION:
-        raise InvalidInput(f"{text!r} is longer than {MAX_DURATION.days} days")
-    return value
-
-
 def confirm(yes: bool, what: str) -> None:
     if not yes and not click.confirm(what, default=False, err=True):
         click.echo("agentplane-redis: nothing done", err=True)
@@ -446,53 +415,11 @@ def stats(obj: Context) -> None:
     )
 
 
-def letter_filter(key: str | None, kind: str | None, source: str | None) -> Callable[[Any], bool]:
-    """Whether a dead letter matches --key ns/value, --kind and --source (each if given)."""
+def key_arg(key: str | None) -> str | None:
+    """A --key option: namespace/value, or refused."""
     if key is not None and "/" not in key:
         raise InvalidInput(f"--key {key!r} is not namespace/value")
-    ns, _, value = (key or "").partition("/")
-
-    def matches(letter: DeadLetter) -> bool:
-        event = letter.event
-        return (
-            (kind is None or event.kind == kind)
-            and (source is None or event.source == source)
-            and (
-                key is None
-                or any(k.namespace == ns and k.value == value for k in event.correlation)
-            )
-        )
-
-    return matches
-
-
-def matching_letters(
-    store: RedisStore, limit: int, after: str | None, matches: Callable[[Any], bool]
-) -> tuple[list[DeadLetter], str | None]:
-    """Up to ``limit`` dead letters that match, newest first, after the cursor
-    ``after``; and the cursor of the last one listed when more match after it (None
-    when none does)."""
-    found: list[DeadLetter] = []
-    cursor, more = after, False
-    while not more:
-        page, cursor = store.events.dead_letters_page(min(1000, max(limit, 100)), cursor)
-        for letter in page:
-            if matches(letter):
-                if len(found) == limit:
-                    more = True
-                    break
-                found.append(letter)
-        if cursor is None:
-            break
-    return found, dead_cursor(found[-1]) if more and found else None
-
-
-def dead_cursor(letter: DeadLetter) -> str:
-    """The cursor of a dead letter: its place in the dead index."""
-    from .keys import event_id, instant_member  # noqa: PLC0415
-
-    ms = codec.instant("received_at", letter.received_at)
-    return (instant_member(ms) + event_id(letter.event.source, letter.event.id)).decode()
+    return key
 
 
 filter_options = [
@@ -528,7 +455,8 @@ def dead_letters(  # noqa: PLR0917 - click passes every option as an argument
         return
     obj = ctx.obj
     store = obj.store()
-    letters, cursor = matching_letters(store, limit, after, letter_filter(key, kind, source))
+    matches = event_filter(key_arg(key), kind, source)
+    letters, cursor = filtered(store.events.dead_letters_page, matches, limit, after)
     total = store.events.stats().dead
     if obj.as_json:
         show(obj, {"dead_letters": letters, "total": total, "next": cursor}, None)
@@ -575,8 +503,8 @@ def dead_letters_revive(  # noqa: PLR0917 - click passes every option as an argu
         return
     if source is not None or event_id is not None:
         raise InvalidInput("--all takes filters (--key, --kind, --source), not SOURCE ID")
-    matches = letter_filter(key, kind, source_filter)
-    letters, _ = matching_letters(store, MAX_REVIVE, None, matches)
+    matches = event_filter(key_arg(key), kind, source_filter)
+    letters, _ = filtered(store.events.dead_letters_page, matches, MAX_REVIVE, None)
     if not letters:
         obj.emit({"revived": 0, "resumed": 0}, "no dead letter matches")
         return
@@ -592,24 +520,6 @@ def dead_letters_revive(  # noqa: PLR0917 - click passes every option as an argu
 
     with_progress(obj, "reviving", len(letters), lambda: done["revived"], work)
     obj.emit(done, f"revived {done['revived']} dead letters; {done['resumed']} resumed a run")
-
-
-def sub_filter(key: str | None, kind: str | None, source: str | None) -> Callable[[Any], bool]:
-    """Whether a wait matches --key ns/value, --kind and --source (its from_source)."""
-    if key is not None and "/" not in key:
-        raise InvalidInput(f"--key {key!r} is not namespace/value")
-    ns, _, value = (key or "").partition("/")
-
-    def matches(sub: Subscription) -> bool:
-        return (
-            (kind is None or sub.kind == kind)
-            and (source is None or sub.from_source == source)
-            and (
-                key is None or any(k.namespace == ns and k.value == value for k in sub.correlation)
-            )
-        )
-
-    return matches
 
 
 @main.command()
@@ -630,17 +540,8 @@ def waiting(  # noqa: PLR0917 - click passes every option as an argument
 ) -> None:
     """Wait key rows, in registration order ("N of W waits", and the next page's cursor)."""
     store = obj.store()
-    matches = sub_filter(key, kind, source)
-    found: list[Subscription] = []
-    cursor = after
-    # Each page reads no more rows than there is room for: its cursor is where the
-    # listing stopped, whatever the filters kept.
-    while len(found) < limit:
-        page, cursor = store.events.waiting_page(limit - len(found), cursor)
-        found += [sub for sub in page if matches(sub)]
-        if cursor is None:
-            break
-    next_cursor = cursor if len(found) == limit else None
+    matches = wait_filter(key_arg(key), kind, source)
+    found, next_cursor = filtered(store.events.waiting_page, matches, limit, after)
     total = store.events.stats().waits
     if obj.as_json:
         show(obj, {"waiting": found, "waits": total, "next": next_cursor}, None)
@@ -668,15 +569,8 @@ def parked(  # noqa: PLR0917 - click passes every option as an argument
 ) -> None:
     """Parked waits (those awaiting redelivery), in (run, effect) order."""
     store = obj.store()
-    matches = sub_filter(key, kind, source)
-    found: list[Subscription] = []
-    cursor = after
-    while len(found) < limit:  # each page no longer than the room left: see waiting
-        page, cursor = store.events.parked_waits_page(limit - len(found), cursor)
-        found += [sub for sub in page if matches(sub)]
-        if cursor is None:
-            break
-    next_cursor = cursor if len(found) == limit else None
+    matches = wait_filter(key_arg(key), kind, source)
+    found, next_cursor = filtered(store.events.parked_waits_page, matches, limit, after)
     total = store.events.stats().parked
     if obj.as_json:
         show(obj, {"parked": found, "total": total, "next": next_cursor}, None)

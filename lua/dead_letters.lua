@@ -12,29 +12,9 @@
 --@include _lib/core.lua
 --@include _lib/events.lua
 
--- Rows and payloads one step returns, in bytes, at most (past its first row): a
--- step of payloads at max_payload_bytes stays within the contract's server time.
-local STEP_BYTES = 1048576
-
 return guard(function()
   local room, after = bounded(ARGV[1]), ARGV[2]
   local start = after == "" and "+" or "(" .. after
   local members = redis.call("ZREVRANGEBYLEX", K.dead, start, "-", "LIMIT", "0", room)
-  local out, size = { "OK", "" }, 0
-  for i, m in ipairs(members) do
-    if size >= STEP_BYTES then
-      out[1] = "MORE"
-      break
-    end
-    local eid = eid_after(m, 0)
-    local raw = redis.call("HGET", K.events, eid)
-    -- Read-only: rows go back as stored; Python decodes and checks every field.
-    if not raw or row_state(raw) ~= "dead" then
-      corrupt("index", m, "dead index names a row that is not dead")
-    end
-    out[i + 2] = raw
-    out[2] = m
-    size = size + #raw
-  end
-  return out
+  return listed_rows(members, "dead")
 end)

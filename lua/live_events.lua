@@ -13,33 +13,15 @@
 --@include _lib/core.lua
 --@include _lib/events.lua
 
--- Rows one step returns, in bytes, at most (past its first row).
-local STEP_BYTES = 1048576
-
 return guard(function()
-  local room, after, newest = bounded(ARGV[1]), ARGV[2], ARGV[3] == "newest"
+  local room, after = bounded(ARGV[1]), ARGV[2]
   local members
-  if newest then
+  if ARGV[3] == "newest" then
     local start = after == "" and "+" or "(" .. after
     members = redis.call("ZREVRANGEBYLEX", K.live, start, "-", "LIMIT", "0", room)
   else
     local start = after == "" and "-" or "(" .. after
     members = redis.call("ZRANGEBYLEX", K.live, start, "+", "LIMIT", "0", room)
   end
-  local out, size = { "OK", "" }, 0
-  for i, m in ipairs(members) do
-    if size >= STEP_BYTES then
-      out[1] = "MORE"
-      break
-    end
-    local raw = redis.call("HGET", K.events, eid_after(m, 0))
-    -- Read-only: rows go back as stored; Python decodes and checks every field.
-    if not raw or row_state(raw) ~= "live" then
-      corrupt("index", m, "live index names a row that is not live")
-    end
-    out[i + 2] = raw
-    out[2] = m
-    size = size + #raw
-  end
-  return out
+  return listed_rows(members, "live")
 end)

@@ -28,8 +28,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import AgentplaneRedisError, InvalidInput
-from ..keys import BUCKETED, ROLES
 from ..model import Resumed
+from ..views import duration, event_filter, filtered, has_keys, wait_filter
 
 HERE = Path(__file__).resolve().parent
 #: Rows a list page shows.
@@ -85,15 +85,6 @@ def _environment() -> Environment:
     return env
 
 
-def _has_keys(store: Any) -> bool:
-    """Whether the tenant has any key on the server (True where it cannot tell)."""
-    fixed = [store.keys.key(role) for role in ROLES if role not in BUCKETED]
-    try:
-        return int(store.client.exists(*fixed)) > 0
-    except (redis.exceptions.RedisError, AttributeError):
-        return True
-
-
 class BasicAuth(BaseHTTPMiddleware):
     """Every request needs HTTP basic credentials equal to ``user:password``."""
 
@@ -122,53 +113,12 @@ def _filters(request: Request) -> dict[str, str | None]:
     return {name: (q.get(name) or None) for name in ("key", "kind", "source", "after", "run")}
 
 
-def _has_key(correlation: Sequence[Any], key: str | None) -> bool:
-    if key is None:
-        return True
-    ns, _, value = key.partition("/")
-    return any((k.namespace, k.value) == (ns, value) for k in correlation)
+def _events(f: dict[str, str | None]) -> Callable[[Any], bool]:
+    return event_filter(f["key"], f["kind"], f["source"])
 
 
-def _event_filter(f: dict[str, str | None]) -> Callable[[Any], bool]:
-    def ok(letter: Any) -> bool:
-        e = letter.event
-        return (
-            (f["kind"] is None or e.kind == f["kind"])
-            and (f["source"] is None or e.source == f["source"])
-            and _has_key(e.correlation, f["key"])
-        )
-
-    return ok
-
-
-def _wait_filter(f: dict[str, str | None]) -> Callable[[Any], bool]:
-    def ok(sub: Any) -> bool:
-        return (
-            (f["kind"] is None or sub.kind == f["kind"])
-            and (f["source"] is None or sub.from_source == f["source"])
-            and (f["run"] is None or sub.run == f["run"])
-            and _has_key(sub.correlation, f["key"])
-        )
-
-    return ok
-
-
-def _filtered(
-    fetch: Callable[[int, str | None], tuple[list[Any], str | None]],
-    ok: Callable[[Any], bool],
-    after: str | None,
-) -> tuple[list[Any], str | None]:
-    """Up to PAGE items that pass ``ok``, a page of the store at a time, each no
-    longer than the room left; and the cursor where the listing stopped (None at the
-    end)."""
-    found: list[Any] = []
-    cursor = after
-    while len(found) < PAGE:
-        batch, cursor = fetch(PAGE - len(found), cursor)
-        found += [item for item in batch if ok(item)]
-        if cursor is None:
-            break
-    return found, cursor if len(found) == PAGE else None
+def _waits(f: dict[str, str | None]) -> Callable[[Any], bool]:
+    return wait_filter(f["key"], f["kind"], f["source"], f["run"])
 
 
 def _instant(text: str) -> datetime:
@@ -180,8 +130,6 @@ def _instant(text: str) -> datetime:
 
 
 def _ago(text: str) -> datetime:
-    from ..cli import duration  # noqa: PLC0415 - the CLI's reading of "15m", "30d"
-
     return datetime.now(timezone.utc) - duration(text)
 
 
@@ -296,7 +244,7 @@ class Dashboard:
             rows.append(
                 {
                     "tenant": tenant,
-                    "empty": not _has_keys(store),
+                    "empty": not has_keys(store),
                     "stats": store.events.stats(),
                     "timers": store.timers.stats(),
                     "next_due": store.timers.next_due(),
@@ -343,7 +291,7 @@ class Dashboard:
 
     def dead_letters(self, request: Request) -> Response:
         store, f = self.store_of(request), _filters(request)
-        items, cursor = _filtered(store.events.dead_letters_page, _event_filter(f), f["after"])
+        items, cursor = filtered(store.events.dead_letters_page, _events(f), PAGE, f["after"])
         total = store.events.stats().dead
         return self.listing(request, "dead_letters.html", store, (items, cursor), total=total, f=f)
 
@@ -354,7 +302,7 @@ class Dashboard:
         def fetch(room: int, after: str | None) -> tuple[list[Any], str | None]:
             return store.events.live_page(room, after, newest=newest)  # type: ignore[no-any-return]
 
-        items, cursor = _filtered(fetch, _event_filter(f), f["after"])
+        items, cursor = filtered(fetch, _events(f), PAGE, f["after"])
         total = store.events.stats().live
         return self.listing(
             request,
@@ -369,7 +317,7 @@ class Dashboard:
         store, f = self.store_of(request), _filters(request)
         parked = request.url.path.endswith("/parked")
         fetch = store.events.parked_waits_page if parked else store.events.waiting_page
-        items, cursor = _filtered(fetch, _wait_filter(f), f["after"])
+        items, cursor = filtered(fetch, _waits(f), PAGE, f["after"])
         stats = store.events.stats()
         return self.listing(
             request,

@@ -295,6 +295,32 @@ local function eid_after(member, prefix_len)
   return string.sub(member, prefix_len + INSTANT_WIDTH + 1)
 end
 
+-- Rows a listing step returns, in bytes, at most (past its first row): a step of
+-- payloads at max_payload_bytes stays within the contract's server time.
+local LIST_BYTES = 1048576
+
+-- A listing step's reply for members "instant . eid" of the index of rows in state:
+-- {"OK" | "MORE", last member listed ("" for none), row as stored, ...}, the rows
+-- read up to LIST_BYTES (MORE: stopped there; call again after the last). Read-only:
+-- rows go back as stored, and Python decodes and checks every field.
+local function listed_rows(members, state)
+  local out, size = { "OK", "" }, 0
+  for i, m in ipairs(members) do
+    if size >= LIST_BYTES then
+      out[1] = "MORE"
+      break
+    end
+    local raw = redis.call("HGET", K.events, eid_after(m, 0))
+    if not raw or row_state(raw) ~= state then
+      corrupt("index", m, state .. " index names a row that is not " .. state)
+    end
+    out[i + 2] = raw
+    out[2] = m
+    size = size + #raw
+  end
+  return out
+end
+
 -- The oldest live row under base = enc(kind) . nv, from source (encoded) when
 -- given, else from any: its eid and index member, or nil. The index holds
 -- base . source . instant . eid, so the claim search with a sender reads its
