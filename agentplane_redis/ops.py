@@ -64,11 +64,11 @@ Clock: TypeAlias = Literal["server", "client"]
 # Step sizes, chosen so that a step stays within the contract's server-time
 # target (p99 <= 0.5 ms at typical rows); measured by benchmarks/server_time.py.
 #: Rows one step of sweep_unclaimed or purge handles at most.
-SWEEP_BATCH = 8
-PURGE_BATCH = 32
+SWEEP_BATCH = 4
+PURGE_BATCH = 16
 #: Sealed marks one parked_waits step retires, and waits it lists, at most.
 PARKED_BATCH = 8
-LIST_BATCH = 24
+LIST_BATCH = 16
 #: Timers one disarm_many step deletes, at most (a step of about 0.3 ms at 10,000 timers).
 DISARM_BATCH = 32
 #: Lapsed leases one claim_due step restores, and ready timers it examines, at most.

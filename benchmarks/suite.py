@@ -22,6 +22,13 @@ Runs, one after another on a throwaway server each:
   and as the one string the store's scripts answer;
 * ``call_time.py``: where one call of each single operation spends its time:
   the round trip, the server's part of it, and the store's own Python;
+* ``server_time.py``: each script step's server time, p50 / p99 / max, at
+  default limits and typical rows (payloads of 2 KB, three keys), against the
+  contract's 0.5 ms at p99;
+* ``memory.py``: bytes per timer, wait and event at 10,000, 100,000 and
+  1,000,000 items, against their targets;
+* ``lateness.py``: timer fire lateness through worker processes, against the
+  same worker polling every second;
 * ``instructions.py``: the server's instructions per operation and per life
   cycle under callgrind, the figure the machine's load does not move (where
   valgrind is installed: ``apt-get install valgrind``; otherwise the report
@@ -55,6 +62,9 @@ FULL = {
     "helpers.py": ["--calls", "2000"],
     "replies.py": ["--calls", "1000", "--rounds", "9"],
     "call_time.py": ["--rows", "2000", "--calls", "2000"],
+    "server_time.py": ["--events", "5000"],
+    "memory.py": ["--sizes", "10000,100000,1000000"],
+    "lateness.py": ["--tries", "40", "--timers", "1000", "--seconds", "20"],
     "instructions.py": ["--rows", "2000", "--calls", "256"],
 }
 QUICK = {
@@ -66,6 +76,9 @@ QUICK = {
     "helpers.py": ["--calls", "200"],
     "replies.py": ["--calls", "100", "--rounds", "3"],
     "call_time.py": ["--rows", "200", "--calls", "200"],
+    "server_time.py": ["--events", "300"],
+    "memory.py": ["--sizes", "2000,6000"],
+    "lateness.py": ["--tries", "3", "--timers", "40", "--seconds", "2", "--idle", "2"],
     "instructions.py": ["--rows", "200", "--calls", "32"],
 }
 
