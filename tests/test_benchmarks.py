@@ -248,8 +248,10 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
     whole = shares.pop("the whole call")
     commands = shares.pop("of which the commands themselves (scriptCall)")
     assert 0 < commands < shares["redis.call: the commands, their arguments and replies"]
+    collector = shares.pop("Lua's garbage collector")  # none in a run too short for a step
+    assert collector >= 0
     assert all(count > 0 for count in shares.values()), shares
-    assert abs(sum(shares.values()) - whole) <= len(shares), (shares, whole)
+    assert abs(sum(shares.values()) + collector - whole) <= len(shares) + 1, (shares, whole)
 
 
 @pytest.mark.real
