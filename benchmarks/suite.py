@@ -29,6 +29,8 @@ Runs, one after another on a throwaway server each:
   1,000,000 items, against their targets;
 * ``lateness.py``: timer fire lateness through worker processes, against the
   same worker polling every second;
+* ``costs.py``: the server's price of each ingredient of a call (a key, an
+  argument, each kind of command, a Lua step, a reply), under callgrind;
 * ``instructions.py``: the server's instructions per operation and per life
   cycle under callgrind, the figure the machine's load does not move (where
   valgrind is installed: ``apt-get install valgrind``; otherwise the report
@@ -65,6 +67,7 @@ FULL = {
     "server_time.py": ["--events", "5000"],
     "memory.py": ["--sizes", "10000,100000,1000000"],
     "lateness.py": ["--tries", "40", "--timers", "1000", "--seconds", "20"],
+    "costs.py": ["--calls", "200"],
     "instructions.py": ["--rows", "2000", "--calls", "256"],
 }
 QUICK = {
@@ -79,6 +82,7 @@ QUICK = {
     "server_time.py": ["--events", "300"],
     "memory.py": ["--sizes", "2000,6000"],
     "lateness.py": ["--tries", "3", "--timers", "40", "--seconds", "2", "--idle", "2"],
+    "costs.py": ["--calls", "20"],
     "instructions.py": ["--rows", "200", "--calls", "32"],
 }
 
@@ -98,7 +102,7 @@ def main() -> None:
         f" {cores} cores, {platform.machine()}",
     ]
     for script, options in (QUICK if args.quick else FULL).items():
-        if script == "instructions.py" and shutil.which("valgrind") is None:
+        if script in ("costs.py", "instructions.py") and shutil.which("valgrind") is None:
             missing = "valgrind is not on PATH (apt-get install valgrind)"
             report += ["", f"## {script}: left out, {missing}"]
             print(report[-1], flush=True)

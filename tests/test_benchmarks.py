@@ -191,6 +191,23 @@ def test_server_time_prints_every_script_step():
 
 
 @pytest.mark.real
+def test_costs_prices_each_ingredient_of_a_call(request):
+    """costs.py: instructions per key, argument, command, Lua step and reply shape,
+    each against the trivial call of the same run."""
+    require_program(request, "valgrind")
+    out = run("costs.py", "--calls", "12")
+    prices = {
+        line.split(" | ")[0].lstrip("| "): int(line.split(" | ")[1].replace(",", ""))
+        for line in out.splitlines()
+        if line.startswith("| ") and not line.startswith("| ingredient")
+    }
+    assert len(prices) == 20, prices
+    assert prices["a trivial function call (`return 1`)"] > 0
+    # a command costs more than the key it names
+    assert prices["HGET, a field of 2,000"] > prices["a key declared (15 keys)"] > 0
+
+
+@pytest.mark.real
 def test_helpers_times_the_library_s_own_lua():
     out = run("helpers.py", "--calls", "50", "--rounds", "1")
     assert_rows(
