@@ -10,8 +10,10 @@ tenant's could be (``BUCKET_LOAD`` rows a hash bucket, ``ZSET_LOAD`` members a
 sorted-set bucket, whose listpack holds 128). Beside each: whether every key a
 call touches can be named by the client from the call's own ids (the rule of
 ``docs/keys.md``), or which operations would need a second round trip to learn
-a bucket (``two-step``; ``yes*``: one more step in ``parked_waits``, which
-retires sealed runs' waits in steps already and finds their runs as it goes).
+a bucket (``two-step``), or which operation it cannot serve at all (``no``:
+a layout that keeps registration order only per run cannot page through the
+tenant's, as ``waiting`` does, and one that keeps only each key's oldest wait
+cannot elect the next).
 
 The layouts differ in three choices: where the rows live (one tenant-wide
 hash, or buckets by run / by event id), where the search indexes live (a
@@ -104,6 +106,28 @@ def w_declared_zset(p: Any, i: int, n: int) -> None:
     p.hset("wait", w["wid"], _w_row(w))
     p.zadd("wait:match", {w["kind"] + w["nv"] + w["at"] + w["wid"]: 0})
     p.zadd(bucket("wait:order", w["run"], n, ZSET_LOAD), {w["at"] + w["wid"] + w["nv"]: 0})
+
+
+def w_attrs_in_key_rows(p: Any, i: int, n: int) -> None:
+    """Tenant-wide, no row hash: each key row carries the wait's attributes, so
+    the per-wait read of key rows is its attribute read too."""
+    w = wait_ids(i, False)
+    p.zadd("wait:key", {w["wid"] + w["kind"] + b"0f  " + w["nv"] + w["at"]: 0})
+    p.zadd("wait:order", {w["at"] + w["wid"] + w["nv"]: 0})
+    p.zadd("wait:match", {w["kind"] + w["nv"] + w["at"] + w["wid"]: 0})
+
+
+def w_election_carries(p: Any, i: int, n: int) -> None:
+    """A wait's row (attributes and keys) in a hash bucket of its run; the
+    election entry carries the attributes and every key of its wait, so deliver
+    needs no row; order tenant-wide. parked_waits, waiting and erase_payload of a
+    held event (which unparks its holder) learn the runs' buckets in a first step."""
+    w = wait_ids(i, False)
+    p.hset(
+        bucket("wait", w["run"], n, BUCKET_LOAD), w["wid"], w["kind"] + b"0f  " + w["nv"] + w["at"]
+    )
+    p.zadd("wait:order", {w["at"] + w["wid"] + w["nv"]: 0})
+    p.zadd("wait:match", {w["kind"] + w["nv"] + w["at"] + w["wid"] + b"0f  " + w["nv"]: 0})
 
 
 def w_rows_wide(p: Any, i: int, n: int) -> None:
@@ -204,9 +228,15 @@ def e_bucketed_interned(p: Any, i: int, n: int) -> None:
 #: name -> (writer, one round trip for every operation, target bytes).
 LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     "wait: today's entries": (w_today_like, "yes", 200),
-    "wait: rows + head hash, tenant-wide; order in buckets": (w_declared, "yes*", 200),
-    "wait: the same, interned": (w_declared_interned, "yes*", 200),
-    "wait: rows + election zset, tenant-wide; order in buckets": (w_declared_zset, "yes*", 200),
+    "wait: rows + head hash, tenant-wide; order in buckets": (w_declared, "no", 200),
+    "wait: the same, interned": (w_declared_interned, "no", 200),
+    "wait: rows + election zset, tenant-wide; order in buckets": (w_declared_zset, "no", 200),
+    "wait: attributes in the key rows, no row hash": (w_attrs_in_key_rows, "yes", 200),
+    "wait: rows in run buckets, election entries carrying the wait": (
+        w_election_carries,
+        "two-step",
+        200,
+    ),
     "wait: rows tenant-wide, the rest in buckets, interned": (w_rows_wide, "two-step", 200),
     "wait: all in buckets": (w_bucketed, "two-step", 200),
     "wait: all in buckets, interned": (w_bucketed_interned, "two-step", 200),
