@@ -65,6 +65,7 @@ __all__ = [
 
 #: Every command a script calls (``redis.call``), in lower case.
 SCRIPT_COMMANDS = (
+    "get",
     "hdel",
     "hexists",
     "hget",
@@ -75,6 +76,7 @@ SCRIPT_COMMANDS = (
     "hset",
     "hsetnx",
     "hstrlen",
+    "incrby",
     "lpush",
     "ltrim",
     "rename",

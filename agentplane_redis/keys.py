@@ -41,8 +41,8 @@ ROLES: dict[str, str] = {
     "ledger": "claim",  # hash  wid -> eid            one entry per held row
     "ledger_by_run": "claim:run",  # lex   run . instant . eid
     # waits
-    "waits": "wait",  # hash  wid -> wait attributes
-    "wait_keys": "wait:key",  # lex   run effect ns value . instant
+    "wait_count": "wait:count",  # string  registered waits
+    "wait_keys": "wait:key",  # lex   run effect attrs ns value . instant
     "wait_order": "wait:order",  # lex   instant . run effect ns value
     "electable": "wait:match",  # lex   kind ns value . instant . run effect
     "electable_by_sender": "wait:match:sender",  # lex kind source ns value . instant . run effect
@@ -358,12 +358,12 @@ def locate_event(keys: TenantKeys, source: str, id: str) -> list[str]:
 
 
 def locate_wait(keys: TenantKeys, run: str, effect: str) -> list[str]:
-    """The redis-cli commands that read one wait's attributes, key rows and mark."""
+    """The redis-cli commands that read one wait's key rows (which carry its
+    attributes) and mark."""
     wid = tuple_member((run, effect))
     return [
-        redis_cli("HGET", keys.key("waits"), wid) + "   # its attributes",
         redis_cli("ZRANGEBYLEX", keys.key("wait_keys"), b"[" + wid, b"(" + wid + b"\xff")
-        + "   # its key rows",
+        + "   # its key rows: attributes, key, registered at",
         redis_cli("HGET", keys.key("marks"), wid) + "   # parked since (ms), if parked",
         redis_cli("HGET", keys.key("ledger"), wid) + "   # the event it holds, if any",
     ]

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from targets import server_version
+from targets import flush, server_version
 
 from agentplane_redis.embedded import Server
 from agentplane_redis.keys import bucket_hash
@@ -250,7 +250,7 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
 
 
 def per_item(client: redis.Redis, write: Writer, items: int) -> float:
-    client.flushall()
+    flush(client)
     before = int(client.info("memory")["used_memory"])
     pipe = client.pipeline(transaction=False)
     for i in range(items):

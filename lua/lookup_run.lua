@@ -1,16 +1,15 @@
 -- lookup_run: one run's whole state, read in one step.
 --
--- KEYS[1] waits: agentplane:{<tenant>}:wait
--- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[3] marks: agentplane:{<tenant>}:mark
--- KEYS[4] ledger: agentplane:{<tenant>}:claim
--- KEYS[5] seals: agentplane:{<tenant>}:seal
--- KEYS[6] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[7] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[8] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
--- KEYS[9] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[10] geometry: agentplane:{<tenant>}:buckets
--- KEYS[11] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[2] marks: agentplane:{<tenant>}:mark
+-- KEYS[3] ledger: agentplane:{<tenant>}:claim
+-- KEYS[4] seals: agentplane:{<tenant>}:seal
+-- KEYS[5] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[6] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[7] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[8] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[9] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[10] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- ARGV[1] run: the run
 -- Returns: {"OK", sealed_at or "", {{subscription, parked_at or "", held eid or ""}, ...},
 --   {member, fire_at, claim "claimed_at lease claims" or "", ...}}
@@ -27,12 +26,9 @@ return guard(function()
   local run = ARGV[1]
   local waits = {}
   for _, w in ipairs(run_waits(run)) do
-    local attrs = wait_read(w.wid)
-    if not attrs then
-      corrupt("wait key", w.wid, "key rows of an unregistered wait")
-    end
+    local attrs, rows = wait_read(w.wid)
     waits[#waits + 1] = {
-      sub_reply(run, w.effect, w.wid, attrs),
+      sub_reply(run, w.effect, w.wid, attrs, rows),
       redis.call("HGET", K.marks, w.wid) or "",
       redis.call("HGET", K.ledger, w.wid) or "",
     }

@@ -1,9 +1,8 @@
 -- lookup_wait: one wait, with its mark and the event its claim holds.
 --
--- KEYS[1] waits: agentplane:{<tenant>}:wait
--- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[3] marks: agentplane:{<tenant>}:mark
--- KEYS[4] ledger: agentplane:{<tenant>}:claim
+-- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[2] marks: agentplane:{<tenant>}:mark
+-- KEYS[3] ledger: agentplane:{<tenant>}:claim
 -- ARGV[1] run: the wait's run
 -- ARGV[2] effect: the wait's effect
 -- Returns: {"WAIT", subscription, parked_at or "", held event's eid or ""} | {"NONE"}
@@ -17,11 +16,11 @@
 return guard(function()
   local run, effect = ARGV[1], ARGV[2]
   local wid = enc(run) .. enc(effect)
-  local attrs = wait_read(wid)
+  local attrs, rows = wait_read(wid)
   if not attrs then
     return words("NONE")
   end
   local parked = redis.call("HGET", K.marks, wid) or ""
   local held = redis.call("HGET", K.ledger, wid) or ""
-  return { "WAIT", sub_reply(run, effect, wid, attrs), parked, held }
+  return { "WAIT", sub_reply(run, effect, wid, attrs, rows), parked, held }
 end)

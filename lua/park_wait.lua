@@ -1,6 +1,6 @@
 -- park_wait: register a wait as subscribe does and set its parked mark.
 --
--- KEYS[1] waits: agentplane:{<tenant>}:wait
+-- KEYS[1] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[3] wait_order: agentplane:{<tenant>}:wait:order
 -- KEYS[4] electable: agentplane:{<tenant>}:wait:match

@@ -4,7 +4,7 @@
 -- KEYS[2] consumed: agentplane:{<tenant>}:event:consumed
 -- KEYS[3] ledger: agentplane:{<tenant>}:claim
 -- KEYS[4] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[5] waits: agentplane:{<tenant>}:wait
+-- KEYS[5] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[7] wait_order: agentplane:{<tenant>}:wait:order
 -- KEYS[8] electable: agentplane:{<tenant>}:wait:match
@@ -41,14 +41,15 @@ return guard(function()
     for i, m in ipairs(sealed) do
       local wid = string.sub(m, 2)
       local run = wid_parts(wid)
-      waits[i] = { wid = wid, attrs = wait_read(wid) }
+      local attrs, rows = wait_read(wid)
+      waits[i] = { wid = wid, attrs = attrs, rows = rows }
       if not runs[run] then
         runs[run] = true
         claims[#claims + 1] = run_claims(run)
       end
     end
     for _, w in ipairs(waits) do
-      retire_wait(w.wid, w.attrs)
+      retire_wait(w.wid, w.attrs, w.rows)
     end
     for _, list in ipairs(claims) do
       for _, c in ipairs(list) do
@@ -72,12 +73,12 @@ return guard(function()
     end
     local wid = string.sub(m, 2)
     local run, effect = wid_parts(wid)
-    local attrs = wait_read(wid)
+    local attrs, rows = wait_read(wid)
     if not attrs then
       corrupt("mark", wid, "listed mark of an unregistered wait")
     end
     out[2], out[3] = run, effect
-    local sub = sub_reply(run, effect, wid, attrs)
+    local sub = sub_reply(run, effect, wid, attrs, rows)
     out[#out + 1] = sub
     listed = listed + #sub[4] / 2
   end

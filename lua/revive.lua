@@ -6,14 +6,13 @@
 -- KEYS[4] dead: agentplane:{<tenant>}:event:dead
 -- KEYS[5] ledger: agentplane:{<tenant>}:claim
 -- KEYS[6] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[7] waits: agentplane:{<tenant>}:wait
--- KEYS[8] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[9] electable: agentplane:{<tenant>}:wait:match
--- KEYS[10] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[11] marks: agentplane:{<tenant>}:mark
--- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[13] replies: agentplane:{<tenant>}:reply
--- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[7] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[8] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[9] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[10] marks: agentplane:{<tenant>}:mark
+-- KEYS[11] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[12] replies: agentplane:{<tenant>}:reply
+-- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock: the row's new received_at
 -- ARGV[2] source: the event's source
 -- ARGV[3] id: the event's id

@@ -1,21 +1,20 @@
 -- seal: mark a run sealed (first seal wins); its waits stop being matched.
 --
--- KEYS[1] waits: agentplane:{<tenant>}:wait
--- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[3] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[4] electable: agentplane:{<tenant>}:wait:match
--- KEYS[5] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[6] marks: agentplane:{<tenant>}:mark
--- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[8] seals: agentplane:{<tenant>}:seal
--- KEYS[9] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[10] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[11] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
--- KEYS[12] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[13] geometry: agentplane:{<tenant>}:buckets
--- KEYS[14] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[15] replies: agentplane:{<tenant>}:reply
--- KEYS[16] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[2] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[3] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[4] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[5] marks: agentplane:{<tenant>}:mark
+-- KEYS[6] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[7] seals: agentplane:{<tenant>}:seal
+-- KEYS[8] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[9] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[10] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[11] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[12] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[13] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[14] replies: agentplane:{<tenant>}:reply
+-- KEYS[15] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- Returns: {"NEW", at} | {"SEEN", at}

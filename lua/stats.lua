@@ -4,7 +4,7 @@
 -- KEYS[2] ledger: agentplane:{<tenant>}:claim
 -- KEYS[3] consumed: agentplane:{<tenant>}:event:consumed
 -- KEYS[4] dead: agentplane:{<tenant>}:event:dead
--- KEYS[5] waits: agentplane:{<tenant>}:wait
+-- KEYS[5] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[6] marks: agentplane:{<tenant>}:mark
 -- Returns: {"OK", live, claimed, consumed, dead, waits, parked}
 -- Errors: none
@@ -15,6 +15,6 @@ return {
   redis.call("HLEN", K.ledger),
   redis.call("ZCARD", K.consumed),
   redis.call("ZCARD", K.dead),
-  redis.call("HLEN", K.waits),
+  tonumber(redis.call("GET", K.wait_count) or "0"),
   redis.call("HLEN", K.marks),
 }

@@ -1,6 +1,6 @@
 -- subscribe: register a wait's missing correlation keys; a new wait takes these attributes.
 --
--- KEYS[1] waits: agentplane:{<tenant>}:wait
+-- KEYS[1] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[3] wait_order: agentplane:{<tenant>}:wait:order
 -- KEYS[4] electable: agentplane:{<tenant>}:wait:match

@@ -4,7 +4,7 @@
 -- KEYS[2] consumed: agentplane:{<tenant>}:event:consumed
 -- KEYS[3] ledger: agentplane:{<tenant>}:claim
 -- KEYS[4] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[5] waits: agentplane:{<tenant>}:wait
+-- KEYS[5] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[7] wait_order: agentplane:{<tenant>}:wait:order
 -- KEYS[8] electable: agentplane:{<tenant>}:wait:match
@@ -28,13 +28,13 @@
 return guard(function()
   local run, effect = ARGV[1], ARGV[2]
   local wid = enc(run) .. enc(effect)
-  local attrs = wait_read(wid)
+  local attrs, rows = wait_read(wid)
   local held = redis.call("HGET", K.ledger, wid)
   local f = held and event_read(held)
   if held and (not f or f[E_STATE] ~= "held" or f[E_RUN] ~= run or f[E_EFFECT] ~= effect) then
     corrupt("claim", wid, "ledger entry names a row not held for its wait")
   end
-  retire_wait(wid, attrs)
+  retire_wait(wid, attrs, rows)
   -- Only this wait's claim is shed; the run's other waits keep theirs.
   if held then
     shed(held, f, wid)

@@ -1,6 +1,6 @@
 -- waiting: the tenant's wait key rows in registration order.
 --
--- KEYS[1] waits: agentplane:{<tenant>}:wait
+-- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[2] wait_order: agentplane:{<tenant>}:wait:order
 -- ARGV[1] limit: count, at most this many key rows
 -- ARGV[2] after: the order member of the last row a previous page listed, "" to start
@@ -23,14 +23,18 @@ return guard(function()
     end
     wids[i] = parts[i][1] .. parts[i][2]
   end
-  -- Read-only: attributes go back as stored; Python decodes and checks them.
-  local out = { "OK", members[#members] or "" }
-  for i, raw in ipairs(#wids > 0 and hmget_all(K.waits, wids) or {}) do
-    if not raw then
+  -- Read-only: Python decodes and checks the attributes row.
+  local out, rows = { "OK", members[#members] or "" }, {}
+  for i, wid in ipairs(wids) do
+    if rows[wid] == nil then
+      local attrs = wait_read(wid)
+      rows[wid] = attrs and wait_pack(attrs) or false
+    end
+    if not rows[wid] then
       corrupt("wait key", members[i], "order entry of an unregistered wait")
     end
     local p = parts[i]
-    out[i + 2] = { dec(p[1]), dec(p[2]), raw, dec(p[3]), dec(p[4]) }
+    out[i + 2] = { dec(p[1]), dec(p[2]), rows[wid], dec(p[3]), dec(p[4]) }
   end
   return out
 end)

@@ -127,28 +127,31 @@ class Audit:
         return dict(counts)
 
     def waits(self, ledger: dict[bytes, bytes]) -> None:
-        waits, marks, seals = self.h("wait"), self.h("mark"), self.h("seal")
+        marks, seals = self.h("mark"), self.h("seal")
         wait_keys, order = self.z("wait:key"), self.z("wait:order")
         match, by_sender = self.z("wait:match"), self.z("wait:match:sender")
-        want_order, want_match, want_sender, rows_of = set(), set(), set(), defaultdict(int)
+        want_order, want_match, want_sender = set(), set(), set()
+        attrs_of: dict[bytes, bytes] = {}
         for m in wait_keys:
+            # run, effect, kind, step and phase, case, from_source, namespace, value
             at, head = m[-16:], m[:-16]
             parts = head.split(TERM)[:-1]
-            assert len(parts) == 4, m
+            assert len(parts) == 8, m
             run, effect = (uncomp(x) for x in parts[:2])
             wid = comp(run) + comp(effect)
-            nv = head[len(wid) :]
-            assert wid in waits, "a key row of an unregistered wait"
-            rows_of[wid] += 1
+            kind, stepph, _case, source = parts[2:6]
+            assert kind and re.fullmatch(rb"\d{1,10}[fc]", stepph), m
+            attrs = head[len(wid) : len(head) - len(parts[6]) - len(parts[7]) - 2]
+            assert attrs_of.setdefault(wid, attrs) == attrs, "a wait's key rows disagree"
+            nv = head[len(wid) + len(attrs) :]
             want_order.add(at + wid + nv)
-            attrs = netstrings(waits[wid])
-            assert attrs[0] == b"w1" and attrs[3] in (b"forward", b"compensating"), attrs
             if wid not in marks and run not in seals:
-                if attrs[5]:
-                    want_sender.add(comp(attrs[1]) + comp(attrs[5]) + nv + at + wid)
+                if source:
+                    want_sender.add(kind + TERM + source + TERM + nv + at + wid)
                 else:
-                    want_match.add(comp(attrs[1]) + nv + at + wid)
-        assert set(waits) == set(rows_of), "a wait without key rows"
+                    want_match.add(kind + TERM + nv + at + wid)
+        count = self.c.get(self.p + "wait:count")
+        assert int(count or 0) == len(attrs_of), "wait:count is not the registered waits"
         assert order == want_order, "wait:order disagrees with wait:key"
         assert match == want_match, "wait:match holds other than unparked, unsealed waits"
         assert by_sender == want_sender, "wait:match:sender disagrees"

@@ -58,7 +58,7 @@ def test_layouts_prints_each_candidate_with_its_round_trips():
         from layouts import LAYOUTS
     finally:
         sys.path.remove(str(BENCHMARKS))
-    out = run("layouts.py", "--server", "valkey", "--items", "400")
+    out = run("layouts.py", "--server", "valkey", "--items", "3000")
     rows = {
         line.split(" | ")[0][2:]: line.split(" | ")[1:]
         for line in out.splitlines()

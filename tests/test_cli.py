@@ -498,9 +498,9 @@ def test_locate_prints_redis_cli_lines_that_find_the_item(start):
     assert row.endswith(':{"id":"e 1"},')  # the payload, last
     attrs, fire, held, claim = answers("locate", "timer", run_id, effect)
     assert (attrs, fire, held, claim) == ("3cpay", str(int(T.timestamp() * 1000)), "", "")
-    wait_row, key_rows, mark, holds = answers("locate", "wait", run_id, "w")
-    assert wait_row.startswith("2:w1,")
-    assert "k 2 " in key_rows
+    key_rows, mark, holds = answers("locate", "wait", run_id, "w")
+    # the wait's id, its attributes (kind paid, step 0, forward), its key, created_at
+    assert key_rows == "run!`'x'!A w paid 0f   k 2 1001767225600001"
     assert (mark, holds) == ("", "")
     assert len(answers("locate", "timer", run_id, "nope")) == 1
 

@@ -20,11 +20,15 @@ def tamper_event(store, raw, source, id_, index, value):
 
 
 def tamper_wait(store, raw, run, effect, index, value):
-    key = store.keys.key("waits")
+    """Rewrites the wait's key rows with attribute component index (1 kind, 2 step
+    and phase) set to value."""
+    key = store.keys.key("wait_keys")
     wid = tuple_member((run, effect))
-    fields = unpack_row(raw.hget(key, wid))
-    fields[index] = value
-    raw.hset(key, wid, pack_row(fields))
+    for member in raw.zrangebylex(key, b"[" + wid, b"(" + wid + b"\xff"):
+        parts = member[len(wid) :].split(b" ")
+        parts[index - 1] = value
+        raw.zrem(key, member)
+        raw.zadd(key, {wid + b" ".join(parts): 0})
 
 
 @pytest.mark.parametrize(
@@ -105,17 +109,17 @@ def test_a_length_with_a_leading_zero_is_refused(store, raw, head):
 @pytest.mark.parametrize(
     ("index", "value"),
     [
-        (3, b"Forward"),
-        (3, b""),
-        (3, b"compensating "),
-        (2, b"4294967296"),
-        (2, b"-1"),
-        (2, b"1.0"),
+        (2, b"0F"),
+        (2, b"0"),
+        (2, b"0fc"),
+        (2, b"4294967296f"),
+        (2, b"-1f"),
+        (2, b"1.0f"),
         (1, b""),
     ],
 )
 def test_a_damaged_wait_is_refused(store, raw, index, value):
-    """A phase other than exactly forward/compensating, or a bad step, is CorruptRow."""
+    """A phase other than f or c, a bad step or an empty kind in the key rows is CorruptRow."""
     store.events.subscribe(sub("r", "w", "k/1"), at=at(0))
     store.events.buffer(ev("e1", "k/1"), at=at(1))
     tamper_wait(store, raw, "r", "w", index, value)

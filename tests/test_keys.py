@@ -224,30 +224,6 @@ def test_lua_prints_minus_zero_and_fractions_as_string_format(raw):
 # A timer row is read by two pattern matches where it has the usual form, and
 # by the whole check otherwise: the quick read must never accept a row the
 # whole check refuses, nor read one differently.
-def quick_reads(helper: str, quick: str, checked: str, packer: str) -> str:
-    """A script that reads each ARGV row by the quick read and by the whole check:
-    for each, both reads packed again (false where refused) and the quick read's
-    fields written by the kind's own packer."""
-    return (
-        CODEC
-        + expand(lua_root(), "_lib/core.lua")
-        + expand(lua_root(), helper)
-        + f"""
-local out = {{}}
-for i = 1, #ARGV do
-  local quick = {quick}(ARGV[i])
-  local ok, checked = pcall({checked}, "row", ARGV[i])
-  out[i] = {{
-    quick and pack(quick) or false,
-    ok and pack(checked) or false,
-    quick and {packer}(quick) or false,
-  }}
-end
-return out
-"""
-    )
-
-
 TIMER_MEMBERS = (
     CODEC
     + expand(lua_root(), "_lib/core.lua")
@@ -291,49 +267,55 @@ def test_lua_and_python_accept_the_same_timer_members(raw, members):
             raise AssertionError(member)
 
 
-def misstated(fields: list[bytes], by: int, k: int) -> bytes:
-    """The row of fields with field k's length written one more or less (by), or with
-    a leading zero (by 0)."""
-    heads = [b"%d:" % len(f) for f in fields]
-    heads[k] = b"0" + heads[k] if by == 0 else b"%d:" % (len(fields[k]) + by)
-    return b"".join(h + f + b"," for h, f in zip(heads, fields, strict=True))
-
-
-WAIT_READS = quick_reads("_lib/waits.lua", "wait_fields", "wait_parse_checked", "wait_pack")
-WAIT_ODD = {
-    0: [b"w2", b"", b"w", b"w1 "],
-    1: [b"", b"a,b", b"k:1", b"payment.settled", b"\x00\x01", b"x" * 300],
-    2: [b"4294967295", b"4294967296", b"999999999", b"0999999999", b"", b"-1", b"1 "],
-    3: [b"Forward", b"back", b"", b"forward ", b"compensate", b"compensating"],
-    4: [b"0:,", b"1:,2:ab,", b"\x00\x01", b",", b":", b"x" * 256, b"y" * 1000],
-    5: [b"", b"stripe", b"a,b", b"0:,", b"x" * 1000],
+WAIT_ATTRS = (
+    "local K = { wait_keys = KEYS[1] }\n"
+    + CODEC
+    + expand(lua_root(), "_lib/core.lua")
+    + expand(lua_root(), "_lib/waits.lua")
+    + """
+-- ARGV: kind, step, phase, case, from_source for each wait, five at a time; for
+-- each, its attributes written into a key row (in KEYS[1]) and read back by
+-- wait_read, or the corruption found.
+local out = {}
+for i = 1, #ARGV, 5 do
+  local attrs = { "w1", ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4] }
+  local wid = enc("r") .. enc("e")
+  local member = wid .. attrs_enc(attrs) .. enc("ns") .. enc("v") .. instant_key(0)
+  redis.call("DEL", K.wait_keys)
+  redis.call("ZADD", K.wait_keys, "0", member)
+  local ok, read = pcall(wait_read, wid)
+  out[#out + 1] = ok and wait_pack(read) or "corrupt"
+end
+return out
+"""
+)
+WAIT_VALUES = {
+    "kind": [b"payment.settled", b"k", b"a b", b"!", b"\x00\x01", b"x" * 300],
+    "step": [b"0", b"7", b"4294967295", b"4294967296", b"-1", b"1.0", b""],
+    "phase": [b"forward", b"compensating"],
+    "case": [b"", b"pay", b"a b", b"!x", b"\x00"],
+    "from_source": [b"", b"stripe", b" ", b"a!b"],
 }
 
 
-def test_the_quick_wait_read_on_each_odd_field(raw):
-    """Each field of an attributes row made odd in turn, its lengths misstated: the quick
-    read takes only rows the whole check accepts, as it reads them."""
-    bases = [
-        [b"w1", b"payment.settled", b"7", b"forward", b"", b""],
-        [b"w1", b"k", b"0", b"compensating", b"case", b"stripe"],
-    ]
-    rows = []
-    for base in bases:
-        rows.append(pack_row(base))
-        for i, values in WAIT_ODD.items():
-            for value in values:
-                fields = [*base[:i], value, *base[i + 1 :]]
-                row = pack_row(fields)
-                rows += [row, row[:-1], row + b"0:,", b"0" + row]
-                rows += [misstated(fields, by, k) for k in range(6) for by in (-1, 0, 1)]
-    taken = 0
-    for row, (quick, checked, repacked) in zip(rows, raw.eval(WAIT_READS, 0, *rows), strict=True):
-        if quick:
-            taken += 1
-            assert quick == checked == repacked == row
-        elif checked:
-            assert checked == row
-    assert taken > len(bases) * 15
+def test_a_wait_s_attributes_read_back_from_its_key_rows_as_written(raw):
+    """Each attribute made odd in turn (spaces, '!', controls, long, empty): the key row
+    carries it and reads it back as written; a step out of range or an empty kind
+    reads as corrupt, never as another wait."""
+    base = [b"payment.settled", b"7", b"forward", b"", b""]
+    cases = []
+    for i, values in enumerate(WAIT_VALUES.values()):
+        for value in values:
+            cases.append([*base[:i], value, *base[i + 1 :]])
+    cases.append([b"", b"0", b"forward", b"", b""])
+    flat = [v for case in cases for v in case]
+    for case, got in zip(cases, raw.eval(WAIT_ATTRS, 1, "t:wait:key", *flat), strict=True):
+        kind, step = case[0], case[1]
+        valid = kind != b"" and step.isdigit() and int(step) <= 2**32 - 1
+        if valid:
+            assert got == pack_row([b"w1", *case]), case
+        else:
+            assert got == b"corrupt", case
 
 
 EVENT_PACKS = (

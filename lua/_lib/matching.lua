@@ -76,7 +76,7 @@ end
 
 -- match_waiter's election: the oldest unparked, unsealed wait for an event row
 -- (f: its kind, sender and keys; nv_list: its keys encoded, when the caller has
--- them), as run, effect, wid, attributes and the attributes row; or nil.
+-- them), as run, effect, wid, attributes and key rows; or nil.
 -- It only reads. Parked waits and sealed runs' waits are not in the election
 -- indexes, so the first entry under each key is the winner; waits restricted to
 -- a sender sit in their own index, merged here by bytes.
@@ -97,11 +97,11 @@ local function electee(f, nv_list)
     if rest then
       local wid = string.sub(rest, INSTANT_WIDTH + 1)
       local run, effect = wid_parts(wid)
-      local attrs, raw = wait_read(wid)
+      local attrs, rows = wait_read(wid)
       if not attrs then
         corrupt("index", wid, "election entry of an unregistered wait")
       end
-      return run, effect, wid, attrs, raw
+      return run, effect, wid, attrs, rows
     end
   end
   return nil
@@ -110,12 +110,11 @@ end
 -- Holds the row eid (live, or a new one not written yet) for the elected wait
 -- and returns the wait's Subscription reply, or nil (nothing written).
 local function elect(eid, f, at, nv_list)
-  local run, effect, wid, attrs, raw = electee(f, nv_list)
+  local run, effect, wid, attrs, rows = electee(f, nv_list)
   if not run then
     return nil
   end
-  local rows = key_rows(wid)
-  local reply = sub_reply(run, effect, wid, attrs, rows, raw)
+  local reply = sub_reply(run, effect, wid, attrs, rows)
   hold(eid, f, run, effect, at, wid)
   park(run, wid, attrs, at, rows, true)
   return reply
@@ -142,7 +141,7 @@ end
 local function read_run(run)
   local waits = run_waits(run)
   for _, w in ipairs(waits) do
-    w.attrs = wait_read(w.wid)
+    w.attrs, w.rows = wait_read(w.wid)
   end
   return { waits = waits, claims = run_claims(run) }
 end
@@ -154,7 +153,7 @@ local function retire_run(run, unanswered, state)
   local waits, claims = state.waits, state.claims
   local count, released, prefix = 0, {}, enc(run)
   for _, w in ipairs(waits) do
-    count = count + retire_wait(w.wid, w.attrs)
+    count = count + retire_wait(w.wid, w.attrs, w.rows)
   end
   for _, class in ipairs({ "L", "B", "S" }) do
     for _, m in ipairs(with_prefix(K.mark_index, class .. prefix)) do

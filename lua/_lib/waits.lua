@@ -1,62 +1,71 @@
--- Waits: attributes, key rows, the election indexes and parked marks.
+-- Waits: key rows (which carry the attributes), the election indexes and parked marks.
 --
--- A wait (run, effect) is "wid" = enc(run) . enc(effect). Its attributes row
--- (tag "w1", kind, step, phase, case, from_source; "" for none) exists exactly
--- while it has key rows. A key row is "wid . ns value . created_at" in
--- wait_keys and "created_at . wid . ns value" in wait_order. A key row is in an
--- election index (electable, or electable_by_sender when from_source is set)
--- exactly while its wait is unparked and its run unsealed, so elections never
--- pass over anything. A mark is marks[wid] = parked_at plus one mark_index
--- member: "L" . wid (registered, run unsealed: listed by parked_waits),
--- "B" . wid (bare) or "S" . wid (run sealed: retired by parked_waits).
+-- A wait (run, effect) is "wid" = enc(run) . enc(effect). It is registered
+-- exactly while it has key rows: "wid . attrs . ns value . created_at" in
+-- wait_keys, one per correlation key, each carrying the wait's attributes
+-- "attrs" = enc(kind) . step . "f" | "c" . " " . enc(case) . enc(from_source)
+-- ("" for none), those of its first registration; and "created_at . wid . ns
+-- value" in wait_order. wait_count counts registered waits. A key row is in
+-- an election index (electable, or electable_by_sender when from_source is
+-- set) exactly while its wait is unparked and its run unsealed, so elections
+-- never pass over anything. A mark is marks[wid] = parked_at plus one
+-- mark_index member: "L" . wid (registered, run unsealed: listed by
+-- parked_waits), "B" . wid (bare) or "S" . wid (run sealed: retired by
+-- parked_waits).
+--
+-- Attributes travel as a table {"w1", kind, step, phase, case, from_source}
+-- and, in replies, as the netstring row of those six fields (wait_pack).
 
 local W_KIND, W_STEP, W_PHASE, W_CASE, W_FROM = 2, 3, 4, 5, 6
 
--- A stored attributes row's fields, checked (corruption aborts the script):
--- the whole check, which wait_read falls back to.
-local function wait_parse_checked(wid, raw)
-  local f = unpack_row(raw)
-  if not f or #f ~= 6 or f[1] ~= "w1" or f[W_KIND] == "" or not is_step(f[W_STEP]) or not is_phase(f[W_PHASE]) then
+-- The attributes' part of a key row.
+local function attrs_enc(attrs)
+  return enc(attrs[W_KIND]) .. attrs[W_STEP] .. (attrs[W_PHASE] == "compensating" and "c" or "f") .. TERM
+    .. enc(attrs[W_CASE]) .. enc(attrs[W_FROM])
+end
+
+-- The attributes of a key row's attribute components (kind, case and
+-- from_source encoded, terminators included); corrupt when not a wait's.
+local function attrs_dec(wid, kind, step, ph, case, from)
+  if kind == TERM or not is_step(step) then
     corrupt("wait", wid, "bad attributes")
   end
-  return f
+  return { "w1", dec(kind), step, ph == "c" and "compensating" or "forward", dec(case), dec(from) }
 end
 
--- The usual attributes row (no comma in its kind or from_source) read with two
--- pattern matches, as timer_fields reads a timer row: the fields as
--- wait_parse_checked reads them, or nil when the row is not in that form.
-local function wait_fields(raw)
-  local L = LENGTH
-  local kind, step, phase, at, n =
-    usual_fields(raw, "^2:w1,(%d+:)([^,]+),(%d+:)(%d+),(%d+:)(%l+),(%d+:)()")
-  if not kind then
-    return nil
-  end
-  local fl, from = string.match(raw, "^,(%d+:)([^,]*),$", at + n)
-  if not fl or (L[#from] or length_colon(#from)) ~= fl or (#step > 9 and not is_step(step))
-    or (phase ~= "forward" and phase ~= "compensating") then
-    return nil
-  end
-  return { "w1", kind, step, phase, string.sub(raw, at, at + n - 1), from }
-end
-
--- An attributes row's text: pack's, as one concatenation.
+-- An attributes table's netstring row, as replies carry it.
 local function wait_pack(f)
-  local L, a, b, c, d, e, g = LENGTH, f[1], f[2], f[3], f[4], f[5], f[6]
-  return (L[#a] or length_colon(#a)) .. a .. "," .. (L[#b] or length_colon(#b)) .. b .. ","
-    .. (L[#c] or length_colon(#c)) .. c .. "," .. (L[#d] or length_colon(#d)) .. d .. ","
-    .. (L[#e] or length_colon(#e)) .. e .. "," .. (L[#g] or length_colon(#g)) .. g .. ","
+  return pack(f)
 end
 
--- The wait's attributes, checked, and the row they were read from (which
--- wait_pack writes again byte for byte: both reads take only such rows); nil
--- when the wait is not registered.
+-- A key row after its wid: kind, step, phase, case, from_source, namespace,
+-- value, created_at.
+local KEY_ROW = "^([^ ]* )(%d+)([fc]) ([^ ]* )([^ ]* )(([^ ]* )([^ ]* ))(%d+)$"
+
+-- The wait's attributes and key rows, read once: a table {"w1", kind, step,
+-- phase, case, from_source} and a list of {nv = encoded ns value, at =
+-- instant key, ns, value (encoded), m = the member}; nil when the wait is not
+-- registered. Every key row carries the same attributes; each is checked.
 local function wait_read(wid)
-  local raw = redis.call("HGET", K.waits, wid)
-  if not raw then
-    return nil
+  local members = with_prefix(K.wait_keys, wid)
+  if #members == 0 then
+    return nil, nil
   end
-  return wait_fields(raw) or wait_parse_checked(wid, raw), raw
+  local attrs, head, rows, from = nil, nil, {}, #wid + 1
+  for i, m in ipairs(members) do
+    local kind, step, ph, case, source, nv, ns, value, at = string.match(m, KEY_ROW, from)
+    if not kind or #at ~= INSTANT_WIDTH then
+      corrupt("wait key", m, "bad member")
+    end
+    if not head then
+      head = string.sub(m, from, #m - #nv - INSTANT_WIDTH)
+      attrs = attrs_dec(wid, kind, step, ph, case, source)
+    elseif string.sub(m, from, #m - #nv - INSTANT_WIDTH) ~= head then
+      corrupt("wait", wid, "key rows disagree on the attributes")
+    end
+    rows[i] = { nv = nv, at = at, ns = ns, value = value, m = m }
+  end
+  return attrs, rows
 end
 
 local function is_sealed(run)
@@ -67,18 +76,10 @@ local function is_marked(wid)
   return redis.call("HEXISTS", K.marks, wid) == 1
 end
 
--- The wait's key rows: a list of {nv = encoded ns value, at = instant key,
--- ns = encoded ns, value = encoded value}.
+-- The wait's key rows (wait_read's), none when it is not registered.
 local function key_rows(wid)
-  local out = {}
-  for _, m in ipairs(with_prefix(K.wait_keys, wid)) do
-    local parts, pos = take(m, #wid + 1, 2)
-    if not parts or #m - pos + 1 ~= INSTANT_WIDTH then
-      corrupt("wait key", m, "bad member")
-    end
-    out[#out + 1] = { nv = parts[1] .. parts[2], at = string.sub(m, pos), ns = parts[1], value = parts[2] }
-  end
-  return out
+  local _, rows = wait_read(wid)
+  return rows or {}
 end
 
 local function election_entry(attrs, nv, at, wid)
@@ -126,18 +127,21 @@ end
 -- indexes (the caller parks the wait next, or puts them up with elect_new): a
 -- wait not registered before then has none in them (UNLISTED).
 local function register(run, wid, attrs, nv_list, at, electable)
-  local stored = wait_read(wid)
+  local stored, rows = wait_read(wid)
   local marked, sealed = is_marked(wid), is_sealed(run)
   local in_force = stored or attrs
   local at_key = instant_key(at)
+  local have = {}
+  for _, row in ipairs(rows or {}) do
+    have[row.nv] = true
+  end
+  local head = wid .. attrs_enc(in_force)
   local by_wid, by_time, added = {}, {}, {}
   for _, nv in ipairs(nv_list) do
-    local p = wid .. nv
-    -- A wait not stored has no key rows: they exist exactly while its attributes do.
-    if not stored or #with_prefix(K.wait_keys, p, 1) == 0 then
+    if not have[nv] then
       added[#added + 1] = nv
-      by_wid[#by_wid + 1] = p .. at_key
-      by_time[#by_time + 1] = at_key .. p
+      by_wid[#by_wid + 1] = head .. nv .. at_key
+      by_time[#by_time + 1] = at_key .. wid .. nv
     end
   end
   zadd_all(K.wait_keys, by_wid)
@@ -145,8 +149,8 @@ local function register(run, wid, attrs, nv_list, at, electable)
   if electable and not marked and not sealed then
     elect_new(wid, in_force, added, at)
   end
-  if not stored then
-    redis.call("HSET", K.waits, wid, wait_pack(attrs))
+  if not stored and #added > 0 then
+    redis.call("INCRBY", K.wait_count, "1")
     if marked and not sealed then
       redis.call("ZREM", K.mark_index, "B" .. wid)
       redis.call("ZADD", K.mark_index, "0", "L" .. wid)
@@ -190,22 +194,22 @@ local function unpark(run, wid, attrs)
   end
 end
 
--- Removes the wait's key rows, index entries, attributes and mark.
--- Returns 1 when the wait was registered, else 0.
-local function retire_wait(wid, attrs)
+-- Removes the wait's key rows, index entries and mark; rows: its key rows,
+-- when the caller has read them. Returns 1 when the wait was registered, else 0.
+local function retire_wait(wid, attrs, rows)
   local parked = mark_clear(wid)
   if not attrs then
     return 0
   end
-  for _, row in ipairs(key_rows(wid)) do
-    redis.call("ZREM", K.wait_keys, wid .. row.nv .. row.at)
+  for _, row in ipairs(rows or key_rows(wid)) do
+    redis.call("ZREM", K.wait_keys, row.m)
     redis.call("ZREM", K.wait_order, row.at .. wid .. row.nv)
     if not parked then -- a parked wait's rows are out of the election indexes
       local key, m = election_entry(attrs, row.nv, row.at, wid)
       redis.call("ZREM", key, m)
     end
   end
-  redis.call("HDEL", K.waits, wid)
+  redis.call("INCRBY", K.wait_count, "-1")
   return 1
 end
 
