@@ -39,7 +39,6 @@ ROLES: dict[str, str] = {
     "dead": "event:dead",  # lex   instant . eid
     "consumed": "event:consumed",  # lex   instant . eid
     "ledger": "claim",  # hash  wid -> eid            one entry per held row
-    "ledger_by_run": "claim:run",  # lex   run . instant . eid
     # waits
     "wait_count": "wait:count",  # string  registered waits
     "wait_keys": "wait:key",  # lex   run effect attrs ns value . instant

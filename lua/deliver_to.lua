@@ -2,15 +2,14 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] ledger: agentplane:{<tenant>}:claim
--- KEYS[3] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[5] electable: agentplane:{<tenant>}:wait:match
--- KEYS[6] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[7] marks: agentplane:{<tenant>}:mark
--- KEYS[8] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[9] seals: agentplane:{<tenant>}:seal
--- KEYS[10] replies: agentplane:{<tenant>}:reply
--- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[3] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[4] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[5] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[6] marks: agentplane:{<tenant>}:mark
+-- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[8] seals: agentplane:{<tenant>}:seal
+-- KEYS[9] replies: agentplane:{<tenant>}:reply
+-- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run the event is addressed to
 -- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs

@@ -5,15 +5,14 @@
 -- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
 -- KEYS[4] dead: agentplane:{<tenant>}:event:dead
 -- KEYS[5] ledger: agentplane:{<tenant>}:claim
--- KEYS[6] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[7] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[8] electable: agentplane:{<tenant>}:wait:match
--- KEYS[9] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[10] marks: agentplane:{<tenant>}:mark
--- KEYS[11] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[12] seals: agentplane:{<tenant>}:seal
--- KEYS[13] replies: agentplane:{<tenant>}:reply
--- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[7] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[8] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[9] marks: agentplane:{<tenant>}:mark
+-- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[11] seals: agentplane:{<tenant>}:seal
+-- KEYS[12] replies: agentplane:{<tenant>}:reply
+-- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] source: the event's source
 -- ARGV[2] id: the event's id
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)

@@ -3,16 +3,15 @@
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] consumed: agentplane:{<tenant>}:event:consumed
 -- KEYS[3] ledger: agentplane:{<tenant>}:claim
--- KEYS[4] ledger_by_run: agentplane:{<tenant>}:claim:run
--- KEYS[5] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[7] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[8] electable: agentplane:{<tenant>}:wait:match
--- KEYS[9] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[10] marks: agentplane:{<tenant>}:mark
--- KEYS[11] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[12] replies: agentplane:{<tenant>}:reply
--- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[4] wait_count: agentplane:{<tenant>}:wait:count
+-- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[6] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[7] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[8] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[9] marks: agentplane:{<tenant>}:mark
+-- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[11] replies: agentplane:{<tenant>}:reply
+-- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the wait's run
 -- ARGV[2] effect: the wait's effect
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)

@@ -225,10 +225,6 @@ local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state
   return f
 end
 
-local function ledger_member(f, eid)
-  return enc(f[E_RUN]) .. instant_key_of(f[E_RECEIVED]) .. eid
-end
-
 -- Holds the row for wait (run, effect) with claimed_at = at, and writes the
 -- ledger; returns the row packed. wid: the wait's id, when the caller has it.
 local function hold(eid, f, run, effect, at, wid)
@@ -238,13 +234,11 @@ local function hold(eid, f, run, effect, at, wid)
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "held", run, effect, decimal(at)
   local row = event_write(eid, f)
   redis.call("HSET", K.ledger, wid or enc(run) .. enc(effect), eid)
-  redis.call("ZADD", K.ledger_by_run, "0", ledger_member(f, eid))
   return row
 end
 
 local function ledger_remove(eid, f, wid)
   redis.call("HDEL", K.ledger, wid or enc(f[E_RUN]) .. enc(f[E_EFFECT]))
-  redis.call("ZREM", K.ledger_by_run, ledger_member(f, eid))
 end
 
 -- held -> consumed: the payload goes; identity, keys, minter and holder stay.

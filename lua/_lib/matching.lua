@@ -121,19 +121,32 @@ local function elect(eid, f, at, nv_list)
 end
 
 -- The rows a run holds claims on, in (received_at, source, id) order, checked.
+-- A wait holding a claim is parked, so the run's claims are the ledger entries
+-- of its marks, of every class.
 local function run_claims(run)
-  local prefix, eids, out = enc(run), {}, {}
-  local members = with_prefix(K.ledger_by_run, prefix)
-  for i, m in ipairs(members) do
-    eids[i] = eid_after(m, #prefix)
+  local prefix, wids = enc(run), {}
+  for _, class in ipairs({ "L", "B", "S" }) do
+    for _, m in ipairs(with_prefix(K.mark_index, class .. prefix)) do
+      wids[#wids + 1] = string.sub(m, 2)
+    end
   end
-  for i, raw in ipairs(hmget_all(K.events, eids)) do
+  local eids, holders = {}, {}
+  for i, eid in ipairs(#wids > 0 and hmget_all(K.ledger, wids) or {}) do
+    if eid then
+      eids[#eids + 1], holders[#eids + 1] = eid, wids[i]
+    end
+  end
+  local out = {}
+  for i, raw in ipairs(#eids > 0 and hmget_all(K.events, eids) or {}) do
     local f = raw and event_parse(eids[i], raw)
     if not f or f[E_STATE] ~= "held" or f[E_RUN] ~= run then
-      corrupt("claim", members[i], "ledger names a row not held by its run")
+      corrupt("claim", holders[i], "ledger names a row not held by its run")
     end
-    out[i] = { eid = eids[i], f = f }
+    out[i] = { eid = eids[i], f = f, order = instant_key_of(f[E_RECEIVED]) .. eids[i] }
   end
+  table.sort(out, function(a, b)
+    return bytes_lt(a.order, b.order)
+  end)
   return out
 end
 
