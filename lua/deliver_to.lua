@@ -23,13 +23,12 @@
 --@include _lib/waits.lua
 --@include _lib/matching.lua
 
--- The wait's key_rows when it qualifies for an event of this kind, source and
--- key set; else nil.
-local function qualifying_rows(wid, attrs, kind, source, keys)
-  if attrs[W_KIND] ~= kind or (attrs[W_FROM] ~= "" and attrs[W_FROM] ~= source) then
+-- The wait's key rows (wait_read's) when it qualifies for an event of this
+-- kind, source and key set; else nil.
+local function qualifying_rows(attrs, rows, kind, source, keys)
+  if not attrs or attrs[W_KIND] ~= kind or (attrs[W_FROM] ~= "" and attrs[W_FROM] ~= source) then
     return nil
   end
-  local rows = key_rows(wid)
   for _, row in ipairs(rows) do
     if keys[row.nv] then
       return rows
@@ -47,8 +46,8 @@ return guard(function()
     -- A retry of a delivery that matched answers Matched again, without writing.
     if f[E_STATE] == "held" and f[E_RUN] == run then
       local wid = enc(run) .. enc(f[E_EFFECT])
-      local attrs = wait_read(wid)
-      local rows = attrs and qualifying_rows(wid, attrs, f[E_KIND], f[E_SOURCE], nv_set(event_nv(f)))
+      local attrs, all = wait_read(wid)
+      local rows = qualifying_rows(attrs, all, f[E_KIND], f[E_SOURCE], nv_set(event_nv(f)))
       if rows then
         return { "MATCHED", decimal(at), sub_reply(run, f[E_EFFECT], wid, attrs, rows) }
       end
@@ -59,8 +58,8 @@ return guard(function()
   local keys = nv_set(event.nv)
   for _, w in ipairs(run_waits(run)) do
     if not is_marked(w.wid) then
-      local attrs = wait_read(w.wid)
-      local rows = attrs and qualifying_rows(w.wid, attrs, event.kind, event.source, keys)
+      local attrs, all = wait_read(w.wid)
+      local rows = qualifying_rows(attrs, all, event.kind, event.source, keys)
       if rows then
         local reply = sub_reply(run, w.effect, w.wid, attrs, rows)
         local row = new_event_row(

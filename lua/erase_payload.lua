@@ -41,13 +41,15 @@ return guard(function()
     local run, holder = f[E_RUN], enc(f[E_RUN]) .. enc(f[E_EFFECT])
     local keys = nv_set(event_nv(f))
     if is_marked(holder) then
-      unpark_list[1] = { wid = holder, attrs = wait_read(holder) }
+      local attrs, rows = wait_read(holder)
+      unpark_list[1] = { wid = holder, attrs = attrs, rows = rows }
     end
     for _, w in ipairs(run_waits(run)) do
       if w.wid ~= holder and is_marked(w.wid) and redis.call("HEXISTS", K.ledger, w.wid) == 0 then
-        for _, row in ipairs(key_rows(w.wid)) do
+        local attrs, rows = wait_read(w.wid)
+        for _, row in ipairs(rows or {}) do
           if keys[row.nv] then
-            unpark_list[#unpark_list + 1] = { wid = w.wid, attrs = wait_read(w.wid) }
+            unpark_list[#unpark_list + 1] = { wid = w.wid, attrs = attrs, rows = rows }
             break
           end
         end
@@ -59,7 +61,7 @@ return guard(function()
     local run = f[E_RUN]
     kill(eid, f, "erased")
     for _, w in ipairs(unpark_list) do
-      unpark(run, w.wid, w.attrs)
+      unpark(run, w.wid, w.attrs, w.rows)
     end
   else
     -- consumed or dead: only the payload and the mark change; a dead row keeps its reason.

@@ -34,7 +34,7 @@ return guard(function()
   end
   local waits = run_waits(run)
   for _, w in ipairs(waits) do
-    w.attrs = wait_read(w.wid)
+    w.attrs, w.rows = wait_read(w.wid)
   end
   local timers = run_timers(run)
   seal_run(run, at, { waits = waits })

@@ -13,14 +13,17 @@ end
 -- wait's stored attributes, nil when it is not registered, or a function that
 -- reads them (called, before any write, only when the wait is not parked yet);
 -- marked: whether the wait is parked, when the caller knows (nil: read here);
--- rows: UNLISTED for a wait with no key rows in the election indexes, else nil.
+-- rows: its key rows when the caller has read them, UNLISTED for a wait with no
+-- key rows in the election indexes, else nil (a function for attrs reads both).
 local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, rows)
   if marked == nil then
     marked = is_marked(wid)
   end
   local function attributes()
     if type(attrs) == "function" then
-      attrs = attrs()
+      local read
+      attrs, read = attrs()
+      rows = rows or read
     end
     return attrs
   end
@@ -193,7 +196,7 @@ local function seal_run(run, at, state)
   redis.call("HSET", K.seals, run, decimal(at))
   for _, w in ipairs(state.waits) do
     if not is_marked(w.wid) then
-      electable_set(w.wid, w.attrs, false)
+      electable_set(w.wid, w.attrs, false, w.rows)
     end
   end
   for _, class in ipairs({ "L", "B" }) do

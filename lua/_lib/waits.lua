@@ -122,8 +122,8 @@ end
 
 -- Adds the key rows the wait lacks (created_at = at); a new wait takes attrs.
 -- Returns the attributes in force, whether the wait is marked, whether its run
--- is sealed, the ns values of the rows it added, and whether the wait was
--- registered before. electable = false leaves new rows out of the election
+-- is sealed, the ns values of the rows it added, whether the wait was
+-- registered before, and its key rows before this call (nil when it was not). electable = false leaves new rows out of the election
 -- indexes (the caller parks the wait next, or puts them up with elect_new): a
 -- wait not registered before then has none in them (UNLISTED).
 local function register(run, wid, attrs, nv_list, at, electable)
@@ -156,7 +156,7 @@ local function register(run, wid, attrs, nv_list, at, electable)
       redis.call("ZADD", K.mark_index, "0", "L" .. wid)
     end
   end
-  return in_force, marked, sealed, added, stored ~= nil
+  return in_force, marked, sealed, added, stored ~= nil, rows
 end
 
 -- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait
@@ -186,11 +186,11 @@ local function mark_clear(wid)
 end
 
 -- Clears the mark of a registered wait and makes it matchable again at its
--- original registration times.
-local function unpark(run, wid, attrs)
+-- original registration times; rows: its key rows, when the caller has read them.
+local function unpark(run, wid, attrs, rows)
   mark_clear(wid)
   if attrs and not is_sealed(run) then
-    electable_set(wid, attrs, true)
+    electable_set(wid, attrs, true, rows)
   end
 end
 
