@@ -422,17 +422,29 @@ def key_arg(key: str | None) -> str | None:
     return key
 
 
-filter_options = [
+def options(*stack: Callable[[F], F]) -> Callable[[F], F]:
+    """The options of ``stack`` as one decorator, in the order given."""
+
+    def apply(fn: F) -> F:
+        for option in reversed(stack):
+            fn = option(fn)
+        return fn
+
+    return apply
+
+
+with_filters = options(
     click.option("--key", help="Only events with this correlation key, namespace/value."),
     click.option("--kind", help="Only events of this kind."),
     click.option("--source", help="Only events from this source."),
-]
-
-
-def with_filters(fn: F) -> F:
-    for option in reversed(filter_options):
-        fn = option(fn)
-    return fn
+)
+#: The cursor and filters of a listing of waits.
+wait_listing = options(
+    click.option("--after", help="The cursor a previous page printed: list what comes after it."),
+    click.option("--key", help="Only waits on this correlation key, namespace/value."),
+    click.option("--kind", help="Only waits for this kind of event."),
+    click.option("--source", help="Only waits restricted to this source."),
+)
 
 
 @main.group("dead-letters", invoke_without_command=True)
@@ -522,12 +534,30 @@ def dead_letters_revive(  # noqa: PLR0917 - click passes every option as an argu
     obj.emit(done, f"revived {done['revived']} dead letters; {done['resumed']} resumed a run")
 
 
+def list_waits(  # noqa: PLR0917 - the listing's page, names and the command's options
+    obj: Context,
+    page: Callable[[int, str | None], tuple[list[Subscription], str | None]],
+    total: int,
+    names: tuple[str, str],
+    title: Callable[[int], str],
+    limit: int,
+    after: str | None,
+    matches: Callable[[Subscription], bool],
+) -> None:
+    """One page of waits, filtered: under ``--json`` as ``{names[0]: found, names[1]:
+    total, "next": cursor}``, else as a table under ``title(rows)`` and the next cursor."""
+    found, next_cursor = filtered(page, matches, limit, after)
+    if obj.as_json:
+        show(obj, {names[0]: found, names[1]: total, "next": next_cursor}, None)
+        return
+    show(obj, found, render_subscriptions(title(len(found)), found))
+    if next_cursor is not None:
+        click.echo(f"more: --after {shlex.quote(next_cursor)}")
+
+
 @main.command()
 @limit_option
-@click.option("--after", help="The cursor a previous page printed: list what comes after it.")
-@click.option("--key", help="Only waits on this correlation key, namespace/value.")
-@click.option("--kind", help="Only waits for this kind of event.")
-@click.option("--source", help="Only waits restricted to this source.")
+@wait_listing
 @click.pass_obj
 @guarded
 def waiting(  # noqa: PLR0917 - click passes every option as an argument
@@ -541,22 +571,22 @@ def waiting(  # noqa: PLR0917 - click passes every option as an argument
     """Wait key rows, in registration order ("N of W waits", and the next page's cursor)."""
     store = obj.store()
     matches = wait_filter(key_arg(key), kind, source)
-    found, next_cursor = filtered(store.events.waiting_page, matches, limit, after)
     total = store.events.stats().waits
-    if obj.as_json:
-        show(obj, {"waiting": found, "waits": total, "next": next_cursor}, None)
-        return
-    show(obj, found, render_subscriptions(f"waiting ({len(found)} rows; {total} waits)", found))
-    if next_cursor is not None:
-        click.echo(f"more: --after {shlex.quote(next_cursor)}")
+    list_waits(
+        obj,
+        store.events.waiting_page,
+        total,
+        ("waiting", "waits"),
+        lambda n: f"waiting ({n} rows; {total} waits)",
+        limit,
+        after,
+        matches,
+    )
 
 
 @main.command()
 @limit_option
-@click.option("--after", help="The cursor a previous page printed: list what comes after it.")
-@click.option("--key", help="Only waits on this correlation key, namespace/value.")
-@click.option("--kind", help="Only waits for this kind of event.")
-@click.option("--source", help="Only waits restricted to this source.")
+@wait_listing
 @click.pass_obj
 @guarded
 def parked(  # noqa: PLR0917 - click passes every option as an argument
@@ -570,14 +600,17 @@ def parked(  # noqa: PLR0917 - click passes every option as an argument
     """Parked waits (those awaiting redelivery), in (run, effect) order."""
     store = obj.store()
     matches = wait_filter(key_arg(key), kind, source)
-    found, next_cursor = filtered(store.events.parked_waits_page, matches, limit, after)
     total = store.events.stats().parked
-    if obj.as_json:
-        show(obj, {"parked": found, "total": total, "next": next_cursor}, None)
-        return
-    show(obj, found, render_subscriptions(f"parked waits ({len(found)} of {total})", found))
-    if next_cursor is not None:
-        click.echo(f"more: --after {shlex.quote(next_cursor)}")
+    list_waits(
+        obj,
+        store.events.parked_waits_page,
+        total,
+        ("parked", "total"),
+        lambda n: f"parked waits ({n} of {total})",
+        limit,
+        after,
+        matches,
+    )
 
 
 @main.group(invoke_without_command=True)

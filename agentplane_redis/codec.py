@@ -133,6 +133,15 @@ def listing(name: str, value: object) -> int:
     return min(limit(name, value), MAX_LISTING)
 
 
+def cursor(name: str, value: object) -> str:
+    """A page's cursor: the str a previous page gave, or "" (the start) for None."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a cursor a previous page gave, or None")
+    return value
+
+
 def duration_ms(name: str, value: object) -> int:
     """A lease as whole milliseconds: at least 1 after truncation, at most ``MAX_LEASE``."""
     if isinstance(value, timedelta):

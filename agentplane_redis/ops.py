@@ -10,6 +10,7 @@ Redis, and no clock is read for it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -370,8 +371,6 @@ def parked_waits_page(
 ) -> Plan[tuple[list[Subscription], str | None]]:
     """A page of parked waits after the cursor a previous page gave (as
     ``parked_waits``); and the cursor of this page's last wait (None at the end)."""
-    import json  # noqa: PLC0415
-
     room = codec.limit("limit", limit)
     out: list[Subscription] = []
     after_ = ["", ""]
@@ -442,10 +441,8 @@ def dead_letters_page(
     """A page of dead rows, newest first, after the cursor a previous page gave; and
     the cursor of this page's last row (None when the list ended within it)."""
     room = codec.listing("limit", limit)
-    if after is not None and not isinstance(after, str):
-        raise InvalidInput("after must be a cursor a previous page gave, or None")
     out: list[DeadLetter] = []
-    cursor: bytes | str = after or ""  # an index member
+    cursor: bytes | str = codec.cursor("after", after)  # an index member
     ended = False
     while room > 0:
         asked = min(room, LIST_BATCH)
@@ -474,10 +471,8 @@ def waiting_page(
     """A page of wait key rows in registration order, after the cursor a previous
     page gave; and the cursor of this page's last row (None when the list ended)."""
     room = codec.listing("limit", limit)
-    if after is not None and not isinstance(after, str):
-        raise InvalidInput("after must be a cursor a previous page gave, or None")
     out: list[Subscription] = []
-    cursor: bytes | str = after or ""
+    cursor: bytes | str = codec.cursor("after", after)
     while room > 0:
         asked = min(room, LIST_BATCH)
         reply = yield ctx.call("waiting", [asked, cursor])
@@ -810,8 +805,6 @@ def heartbeat(
     """Keeps ``worker``'s entry in the tenant's registry (``record``, JSON-able) or,
     with None, removes it; drops the entries not renewed within ``ttl``. How many
     were dropped."""
-    import json  # noqa: PLC0415
-
     worker = codec.ident("worker", worker)
     text_ = "" if record is None else json.dumps(record, sort_keys=True, default=str)
     ttl_ms = codec.duration_ms("ttl", ttl)
@@ -832,8 +825,6 @@ class WorkerEntry:
 def running_workers(ctx: Context) -> Plan[list[WorkerEntry]]:
     """The workers registered for the tenant, oldest first (the entries of workers
     whose beats stopped are dropped by the next heartbeat)."""
-    import json  # noqa: PLC0415
-
     reply = yield ctx.call("workers", [])
     codec.check_status(reply)
     flat = reply[1]
@@ -911,10 +902,8 @@ def live_page(
     first), after the cursor a previous page gave; and the cursor of this page's
     last event (None when the list ended within it)."""
     room = codec.listing("limit", limit)
-    if after is not None and not isinstance(after, str):
-        raise InvalidInput("after must be a cursor a previous page gave, or None")
     out: list[BufferedEvent] = []
-    cursor: bytes | str = after or ""
+    cursor: bytes | str = codec.cursor("after", after)
     order = "newest" if newest else "oldest"
     while room > 0:
         asked = min(room, LIST_BATCH)
