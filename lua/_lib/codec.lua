@@ -188,10 +188,12 @@ end
 -- around it, so a field takes two: one string.byte that reads the comma
 -- ending the field before and the next four bytes, which hold the usual
 -- lengths, below 1000, and their colon; and one string.sub for the field.)
-local function unpack_row(s)
-  local f, pos, n, k = {}, 1, #s, 0
+-- f, pos, k: continue a row whose first k fields f holds, at byte pos.
+local function unpack_row(s, f, pos, k)
+  local n = #s
+  f, pos, k = f or {}, pos or 1, k or 0
   local find, sub, byte = string.find, string.sub, string.byte
-  local a, b, c, d = byte(s, 1, 4)
+  local a, b, c, d = byte(s, pos, pos + 3)
   while pos <= n do
     -- a, b, c, d are the bytes at pos .. pos + 3; a length is written without
     -- leading zeros, signs or spaces

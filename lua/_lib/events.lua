@@ -63,9 +63,44 @@ local function event_fault(f)
   return nil
 end
 
+-- An event row's fourteen fixed fields, when none holds a comma (the usual
+-- row): one match reads them with their lengths, which are checked, for a
+-- fraction of reading them field by field.
+local EVENT_HEAD = "^(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),"
+  .. "(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),()"
+-- Then one correlation key and the payload's length, the usual rest.
+local EVENT_ONE_KEY = "^(%d+:)([^,]*),(%d+:)([^,]*),(%d+):()"
+
+-- A stored row's fields (unpack_row's), or nil when it is not a row.
+local function event_fields(raw)
+  local match, L = string.match, LENGTH
+  local a1, f1, a2, f2, a3, f3, a4, f4, a5, f5, a6, f6, a7, f7, a8, f8, a9, f9, a10, f10, a11, f11, a12, f12, a13, f13, a14, f14, pos =
+    match(raw, EVENT_HEAD)
+  if
+    not pos
+    or (L[#f1] or length_colon(#f1)) ~= a1 or (L[#f2] or length_colon(#f2)) ~= a2
+    or (L[#f3] or length_colon(#f3)) ~= a3 or (L[#f4] or length_colon(#f4)) ~= a4
+    or (L[#f5] or length_colon(#f5)) ~= a5 or (L[#f6] or length_colon(#f6)) ~= a6
+    or (L[#f7] or length_colon(#f7)) ~= a7 or (L[#f8] or length_colon(#f8)) ~= a8
+    or (L[#f9] or length_colon(#f9)) ~= a9 or (L[#f10] or length_colon(#f10)) ~= a10
+    or (L[#f11] or length_colon(#f11)) ~= a11 or (L[#f12] or length_colon(#f12)) ~= a12
+    or (L[#f13] or length_colon(#f13)) ~= a13 or (L[#f14] or length_colon(#f14)) ~= a14
+  then
+    return unpack_row(raw)
+  end
+  local b1, ns, b2, value, len, at = match(raw, EVENT_ONE_KEY, pos)
+  if at and (L[#ns] or length_colon(#ns)) == b1 and (L[#value] or length_colon(#value)) == b2 then
+    local stop = at + tonumber(len)
+    if stop == #raw and string.byte(raw, stop) == 44 and (len == "0" or string.byte(len) ~= 48) then
+      return { f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, ns, value, string.sub(raw, at, stop - 1) }
+    end
+  end
+  return unpack_row(raw, { f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14 }, pos, 14)
+end
+
 -- A stored row's fields, checked (corruption aborts the script).
 local function event_parse(eid, raw)
-  local f = unpack_row(raw)
+  local f = event_fields(raw)
   local fault = "not a row"
   if f then
     fault = event_fault(f)
