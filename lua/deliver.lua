@@ -38,7 +38,7 @@ return guard(function()
       insert_event(event, at, "live", "", "", "0")
       return words("BUFFERED", decimal(at))
     end
-    return { "RESUMED", decimal(at), sub }
+    return sub_status("RESUMED", decimal(at), sub)
   end
   if f[E_STATE] ~= "live" then
     return words("DUPLICATE", decimal(at))
@@ -46,7 +46,7 @@ return guard(function()
   -- A live duplicate is offered again: that heals a crash after buffer.
   local sub = elect(event.eid, f, at)
   if sub then
-    return { "RESUMED", decimal(at), sub }
+    return sub_status("RESUMED", decimal(at), sub)
   end
   return words("DUPLICATE", decimal(at))
 end)

@@ -49,7 +49,7 @@ return guard(function()
       local attrs, all = wait_read(wid)
       local rows = qualifying_rows(attrs, all, f[E_KIND], f[E_SOURCE], nv_set(event_nv(f)))
       if rows then
-        return { "MATCHED", decimal(at), sub_reply(run, f[E_EFFECT], wid, attrs, rows) }
+        return sub_status("MATCHED", decimal(at), sub_reply(run, f[E_EFFECT], wid, attrs, rows))
       end
     end
     return words("DUPLICATE", decimal(at))
@@ -68,7 +68,7 @@ return guard(function()
         )
         hold(event.eid, row, run, w.effect, at)
         park(run, w.wid, attrs, at, rows)
-        return { "MATCHED", decimal(at), reply }
+        return sub_status("MATCHED", decimal(at), reply)
       end
     end
   end

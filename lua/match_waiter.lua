@@ -33,7 +33,7 @@ return guard(function()
   end
   local sub = elect(eid, f, at)
   if sub then
-    return { "MATCHED", decimal(at), sub }
+    return sub_status("MATCHED", decimal(at), sub)
   end
   return words("NONE", decimal(at))
 end)

@@ -40,7 +40,7 @@ return guard(function()
   f[E_STATE] = "held" -- until elected; buffered live otherwise
   local sub = elect(eid, f, at)
   if sub then
-    return { "RESUMED", decimal(at), sub }
+    return sub_status("RESUMED", decimal(at), sub)
   end
   f[E_STATE] = "live"
   event_write(eid, f)

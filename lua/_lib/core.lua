@@ -80,10 +80,10 @@ local function instant_arg(a)
 end
 
 -- A reply as text: "*<n>:" then each element, "$<len>:<bytes>" or ":<integer>;".
--- (agentplane_redis/codec.py reads it back.) A string's head "$<len>:" is
--- remembered for the lengths below 256, and pushed apart from the string, which
--- is never copied; n counts what out holds.
-local DOLLAR = {}
+-- (agentplane_redis/codec.py reads it back.) The heads "$<len>:" and "*<n>:" are
+-- remembered for the lengths below 256, and a string is pushed apart from its
+-- head, never copied; n counts what out holds.
+local DOLLAR, STAR = {}, {}
 local function dollar(len)
   local head = DOLLAR[len]
   if not head then
@@ -95,21 +95,37 @@ local function dollar(len)
   return head
 end
 
-local function serialize(v, out, n)
-  local kind = type(v)
-  if kind == "string" then
-    out[n + 1], out[n + 2] = dollar(#v), v
-    return n + 2
-  elseif kind == "table" then
-    n = n + 1
-    out[n] = "*" .. length_colon(#v)
-    for i = 1, #v do
-      n = serialize(v[i], out, n)
+local function star(len)
+  local head = STAR[len]
+  if not head then
+    head = "*" .. length_colon(len)
+    if len < 256 then
+      STAR[len] = head
     end
-    return n
   end
-  out[n + 1] = ":" .. string.format("%.0f", v) .. ";"
-  return n + 1
+  return head
+end
+
+-- The text of the list v, appended to out after its first n entries.
+local function serialize(v, out, n)
+  local len = #v
+  n = n + 1
+  out[n] = STAR[len] or star(len)
+  for i = 1, len do
+    local e = v[i]
+    local kind = type(e)
+    if kind == "string" then
+      local l = #e
+      out[n + 1], out[n + 2] = DOLLAR[l] or dollar(l), e
+      n = n + 2
+    elseif kind == "table" then
+      n = serialize(e, out, n)
+    else
+      n = n + 1
+      out[n] = ":" .. string.format("%.0f", e) .. ";"
+    end
+  end
+  return n
 end
 
 -- A reply of one or two words (a status, an instant's decimal, a count: never
@@ -153,17 +169,26 @@ end
 
 -- Remembers the reply as text, each payload in it withheld; returns the text.
 local function remember(res)
-  local held, text = WITHHELD, nil
+  local held, text = WITHHELD, res.text
+  if text then -- the body wrote it, the payloads withheld
+    redis.call("HSET", K.replies, TOKEN, text)
+    rotate(#TOKEN + #text + REPLY_ENTRY)
+    return text
+  end
   for n = 1, #held do
     local h = held[n]
     local t, i = h[1], h[2]
     h[3], t[i], t[i + 1] = t[i + 1], "R", ""
   end
-  local only = #res == 1 and res[1]
-  if type(only) == "string" then -- the usual {"NEW"}, {"OK"}, ...: one concatenation
-    text = "*1:" .. dollar(#only) .. only
+  local a, b = res[1], res[2]
+  if res.ok and b == nil then -- one word
+    text = "*1:" .. (DOLLAR[#a] or dollar(#a)) .. a
+  elseif res.ok and type(b) == "string" then -- two
+    text = "*2:" .. (DOLLAR[#a] or dollar(#a)) .. a .. (DOLLAR[#b] or dollar(#b)) .. b
   else
-    local out = {}
+    -- A table constructor sizes out for the usual reply, which growing it
+    -- element by element would reallocate five times.
+    local out = { false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false }
     text = table.concat(out, "", 1, serialize(res, out, 0))
   end
   for n = 1, #held do

@@ -67,10 +67,14 @@ end
 local function claim_reply(sub, attrs, at, marked, rows)
   local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at, marked, rows)
   if not eid then
-    return { "MISS", decimal(at) }
+    return words("MISS", decimal(at))
   end
   local reply = event_reply(eid, f, row)
-  local out = { "HIT", decimal(at), reply[1], reply[2], reply[3] }
+  local stamp, row_text = decimal(at), reply[1]
+  local out = { "HIT", stamp, row_text, reply[2], reply[3] }
+  -- Remembered as its text, the payload withheld (core.lua, remember).
+  out.text = "*5:$3:HIT" .. (DOLLAR[#stamp] or dollar(#stamp)) .. stamp .. (DOLLAR[#row_text] or dollar(#row_text))
+    .. row_text .. (reply[2] == "1" and "$1:R$0:" or "$1:0$0:")
   if reply[2] == "1" then -- the payload, withheld from the remembered reply, is here
     WITHHELD[#WITHHELD] = { out, 4 }
   end

@@ -225,6 +225,23 @@ local function sub_reply(run, effect, wid, attrs, rows, raw)
   return { run, effect, raw or wait_pack(attrs), keys }
 end
 
+-- {status, at, subscription} for a writing call's reply (RESUMED, MATCHED), with
+-- the text it is remembered as (core.lua's serialize of it) written directly.
+local function sub_status(status, at, sub)
+  local run, effect, attrs, keys = sub[1], sub[2], sub[3], sub[4]
+  local text = "*3:" .. (DOLLAR[#status] or dollar(#status)) .. status .. (DOLLAR[#at] or dollar(#at)) .. at
+    .. "*4:" .. (DOLLAR[#run] or dollar(#run)) .. run .. (DOLLAR[#effect] or dollar(#effect)) .. effect
+    .. (DOLLAR[#attrs] or dollar(#attrs)) .. attrs
+  if #keys == 2 then -- one correlation key, the usual
+    local ns, value = keys[1], keys[2]
+    text = text .. "*2:" .. (DOLLAR[#ns] or dollar(#ns)) .. ns .. (DOLLAR[#value] or dollar(#value)) .. value
+  else
+    local out = {}
+    text = text .. table.concat(out, "", 1, serialize(keys, out, 0))
+  end
+  return { status, at, sub, text = text }
+end
+
 -- The distinct waits of a run, in effect order: a list of {wid, effect}.
 local function run_waits(run)
   local prefix, out, last = enc(run), {}, nil
