@@ -25,7 +25,7 @@
 
 return guard(function()
   local geo = timer_geometry()
-  local tid = enc(ARGV[1]) .. enc(ARGV[2])
+  local tid = enc_pair(ARGV[1], ARGV[2])
   local attrs = timer_attrs(ARGV[4], ARGV[5], ARGV[6])
   -- A replayed run re-arms: the first arming's fire_at and claim stay. The
   -- bucket names every armed timer, so writing its row only where absent is the check.

@@ -45,7 +45,7 @@ return guard(function()
   if f then
     -- A retry of a delivery that matched answers Matched again, without writing.
     if f[E_STATE] == "held" and f[E_RUN] == run then
-      local wid = enc(run) .. enc(f[E_EFFECT])
+      local wid = enc_pair(run, f[E_EFFECT])
       local attrs, all = wait_read(wid)
       local rows = qualifying_rows(attrs, all, f[E_KIND], f[E_SOURCE], nv_set(event_nv(f)))
       if rows then

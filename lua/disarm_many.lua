@@ -31,7 +31,7 @@ return guard(function()
     if not key then
       refuse("no bucket key at " .. ARGV[i])
     end
-    local tid = enc(ARGV[i + 1]) .. enc(ARGV[i + 2])
+    local tid = enc_pair(ARGV[i + 1], ARGV[i + 2])
     local attrs = redis.call("HGET", key, tid)
     if attrs then
       gone[#gone + 1] = { tid = tid, m = timer_member(tid, attrs), bucket = key }

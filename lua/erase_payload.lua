@@ -26,7 +26,7 @@
 --@include _lib/matching.lua
 
 return guard(function()
-  local eid = enc(ARGV[1]) .. enc(ARGV[2])
+  local eid = enc_pair(ARGV[1], ARGV[2])
   local f = event_read(eid)
   if not f then
     return words("NONE")
@@ -38,7 +38,7 @@ return guard(function()
   if f[E_STATE] == "held" then
     -- The holder, and every other parked wait of its run that shares a key
     -- with the event and holds no claim of its own, become matchable again.
-    local run, holder = f[E_RUN], enc(f[E_RUN]) .. enc(f[E_EFFECT])
+    local run, holder = f[E_RUN], enc_pair(f[E_RUN], f[E_EFFECT])
     local keys = nv_set(event_nv(f))
     if is_marked(holder) then
       local attrs, rows = wait_read(holder)

@@ -11,7 +11,7 @@
 --@include _lib/events.lua
 
 return guard(function()
-  local eid = enc(ARGV[1]) .. enc(ARGV[2])
+  local eid = enc_pair(ARGV[1], ARGV[2])
   local f = event_read(eid)
   if not f then
     return words("NONE")

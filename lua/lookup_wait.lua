@@ -15,7 +15,7 @@
 
 return guard(function()
   local run, effect = ARGV[1], ARGV[2]
-  local wid = enc(run) .. enc(effect)
+  local wid = enc_pair(run, effect)
   local attrs, rows = wait_read(wid)
   if not attrs then
     return words("NONE")

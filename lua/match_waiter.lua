@@ -26,7 +26,7 @@
 
 return guard(function()
   local at = instant_arg(ARGV[1])
-  local eid = enc(ARGV[2]) .. enc(ARGV[3])
+  local eid = enc_pair(ARGV[2], ARGV[3])
   local f = event_read(eid)
   if not f or f[E_STATE] ~= "live" then
     return words("NONE", decimal(at))

@@ -62,7 +62,7 @@ return guard(function()
   -- Then the listable marks (registered waits of unsealed runs), in (run, effect) order.
   local start = "[L"
   if ARGV[2] ~= "" then
-    start = "(L" .. enc(ARGV[2]) .. enc(ARGV[3])
+    start = "(L" .. enc_pair(ARGV[2], ARGV[3])
   end
   local out, listed = { "LIST", ARGV[2], ARGV[3] }, 0
   for _, m in ipairs(redis.call("ZRANGEBYLEX", K.mark_index, start, "(L\255", "LIMIT", "0", room)) do

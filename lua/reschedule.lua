@@ -24,7 +24,7 @@
 
 return guard(function()
   timer_geometry()
-  local tid = enc(ARGV[1]) .. enc(ARGV[2])
+  local tid = enc_pair(ARGV[1], ARGV[2])
   local attrs = redis.call("HGET", K.timer_bucket, tid)
   if not attrs then
     return words("NONE")

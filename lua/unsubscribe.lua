@@ -26,7 +26,7 @@
 
 return guard(function()
   local run, effect = ARGV[1], ARGV[2]
-  local wid = enc(run) .. enc(effect)
+  local wid = enc_pair(run, effect)
   local attrs, rows = wait_read(wid)
   local held = redis.call("HGET", K.ledger, wid)
   local f = held and event_read(held)

@@ -33,6 +33,24 @@ local function enc(s)
   return (string.gsub(s, ESCAPED, escape_byte)) .. TERM
 end
 
+-- enc(a) .. enc(b), the usual pair (run and effect, source and id, namespace and
+-- value): both checked by one search. The last pair is remembered with its text,
+-- which a call often needs again (a correlation key its arguments and a row
+-- both hold).
+local PAIR_A, PAIR_B, PAIR_TEXT
+local function enc_pair(a, b)
+  if a ~= PAIR_A or b ~= PAIR_B then
+    local text
+    if string.find(a .. b, NEEDS_ESCAPE) then
+      text = enc(a) .. enc(b)
+    else
+      text = a .. TERM .. b .. TERM
+    end
+    PAIR_A, PAIR_B, PAIR_TEXT = a, b, text
+  end
+  return PAIR_TEXT
+end
+
 -- The string a component's body (its bytes before the terminator) stands for.
 local function unescape(body)
   if not string.find(body, "!", 1, true) then

@@ -255,13 +255,13 @@ local function key_args(first)
   end
   if last == first then
     local ns, value = args[first], args[first + 1]
-    return { enc(ns) .. enc(value) }, { ns, value }
+    return { enc_pair(ns, value) }, { ns, value }
   end
   local nv, raw, n = {}, {}, 0
   for i = first, last, 2 do
     local ns, value = args[i], args[i + 1]
     n = n + 1
-    nv[n] = enc(ns) .. enc(value)
+    nv[n] = enc_pair(ns, value)
     raw[2 * n - 1], raw[2 * n] = ns, value
   end
   return nv, raw

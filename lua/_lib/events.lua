@@ -193,7 +193,7 @@ end
 local function event_nv(f)
   local out = {}
   for i = E_KEYS, #f - 1, 2 do
-    out[#out + 1] = enc(f[i]) .. enc(f[i + 1])
+    out[#out + 1] = enc_pair(f[i], f[i + 1])
   end
   return out
 end
@@ -268,12 +268,12 @@ local function hold(eid, f, run, effect, at, wid)
   end
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "held", run, effect, decimal(at)
   local row = event_write(eid, f)
-  redis.call("HSET", K.ledger, wid or enc(run) .. enc(effect), eid)
+  redis.call("HSET", K.ledger, wid or enc_pair(run, effect), eid)
   return row
 end
 
 local function ledger_remove(eid, f, wid)
-  redis.call("HDEL", K.ledger, wid or enc(f[E_RUN]) .. enc(f[E_EFFECT]))
+  redis.call("HDEL", K.ledger, wid or enc_pair(f[E_RUN], f[E_EFFECT]))
 end
 
 -- held -> consumed: the payload goes; identity, keys, minter and holder stay.
@@ -392,7 +392,7 @@ local function event_args(first)
     payload = args[first + 3],
     actor = args[first + 4],
     basis = args[first + 5],
-    eid = enc(source) .. enc(id),
+    eid = enc_pair(source, id),
     nv = nv,
     keys = keys,
   }

@@ -21,7 +21,7 @@ local W_KIND, W_STEP, W_PHASE, W_CASE, W_FROM = 2, 3, 4, 5, 6
 -- The attributes' part of a key row.
 local function attrs_enc(attrs)
   return enc(attrs[W_KIND]) .. attrs[W_STEP] .. (attrs[W_PHASE] == "compensating" and "c" or "f") .. TERM
-    .. enc(attrs[W_CASE]) .. enc(attrs[W_FROM])
+    .. enc_pair(attrs[W_CASE], attrs[W_FROM])
 end
 
 -- The attributes of a key row's attribute components (kind, case and
@@ -86,7 +86,7 @@ local function election_entry(attrs, nv, at, wid)
   if attrs[W_FROM] == "" then
     return K.electable, enc(attrs[W_KIND]) .. nv .. at .. wid
   end
-  return K.electable_by_sender, enc(attrs[W_KIND]) .. enc(attrs[W_FROM]) .. nv .. at .. wid
+  return K.electable_by_sender, enc_pair(attrs[W_KIND], attrs[W_FROM]) .. nv .. at .. wid
 end
 
 -- Key rows of a wait that has none in the election indexes: one registered by
@@ -269,7 +269,7 @@ local function sub_args()
     effect = effect,
     kind = kind,
     from = from,
-    wid = enc(run) .. enc(effect),
+    wid = enc_pair(run, effect),
     attrs = { "w1", kind, args[5], args[6], args[7], from },
     nv = (key_args(9)),
   }
