@@ -614,9 +614,10 @@ def timer_id(member: object) -> tuple[str, str]:
 _ATTRS = re.compile(rb"(\d{1,10})([fc])(.*)", re.DOTALL)
 
 
-def timer_member(member: object, fire_at: object) -> Timer:
+def timer_member(member: object, fire_at: object, attempt: int = 0) -> Timer:
     """A timer from its member (its (run, effect) as two components, then step,
-    "f" or "c", case) and its fire_at, decimal ms as the scripts answer it."""
+    "f" or "c", case) and its fire_at, decimal ms as the scripts answer it; attempt:
+    its claim's number, on a timer claim_due claimed."""
     data = raw(member)
     first = data.find(b" ")
     second = data.find(b" ", first + 1) if first >= 0 else -1
@@ -634,7 +635,8 @@ def timer_member(member: object, fire_at: object) -> Timer:
     if step > MAX_STEP:
         fail_corrupt(what, f"step {step} is not in range")
     phase = Phase.FORWARD if attrs.group(2) == b"f" else Phase.COMPENSATING
-    return Timer(run, effect, stored_instant(what, text(fire_at)), step, phase, case or None)
+    fire = stored_instant(what, text(fire_at))
+    return Timer(run, effect, fire, step, phase, case or None, attempt)
 
 
 def timer_claim(timer: Timer, claim: object) -> tuple[int | None, int | None, int]:

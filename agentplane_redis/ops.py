@@ -691,9 +691,7 @@ def _timers(flat: Sequence[Any]) -> list[Timer]:
 def _claimed(flat: Sequence[Any]) -> list[Timer]:
     """Timers claim_due claimed: each one's member, fire_at and claim count."""
     return [
-        dataclasses.replace(
-            codec.timer_member(flat[i], flat[i + 1]), attempt=codec.integer(flat[i + 2])
-        )
+        codec.timer_member(flat[i], flat[i + 1], codec.integer(flat[i + 2]))
         for i in range(0, len(flat), 3)
     ]
 
@@ -763,9 +761,12 @@ def lookup_timer(ctx: Context, run: str, effect: str) -> Plan[TimerRecord | None
 
 
 def next_due(ctx: Context) -> Plan[datetime | None]:
-    """The soonest timer's fire_at, or None."""
-    timers = yield from pending(ctx, 1)
-    return timers[0].fire_at if timers else None
+    """The soonest timer's fire_at, or None: the sooner of the two lists' first
+    (each list is in fire_at order), read without the rest of its timer."""
+    reply = yield ctx.call("pending", [1, "", b""])
+    codec.check_status(reply)
+    soonest = [codec.stored_instant("timer", first[1]) for first in (reply[1], reply[2]) if first]
+    return min(soonest, default=None)
 
 
 def next_claim_in(ctx: Context) -> Plan[timedelta | None]:
