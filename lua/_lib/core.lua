@@ -181,9 +181,9 @@ local function remember(res)
     h[3], t[i], t[i + 1] = t[i + 1], "R", ""
   end
   local a, b = res[1], res[2]
-  if res.ok and b == nil then -- one word
+  if b == nil and type(a) == "string" then -- the usual {"NEW"}, {"OK"}, ...
     text = "*1:" .. (DOLLAR[#a] or dollar(#a)) .. a
-  elseif res.ok and type(b) == "string" then -- two
+  elseif res.ok and type(b) == "string" and res[3] == nil then -- two words
     text = "*2:" .. (DOLLAR[#a] or dollar(#a)) .. a .. (DOLLAR[#b] or dollar(#b)) .. b
   else
     -- A table constructor sizes out for the usual reply, which growing it
