@@ -494,18 +494,6 @@ def stored_step(what: str, field: bytes | str) -> int:
     return int(s)
 
 
-_PHASES = {"forward": Phase.FORWARD, "compensating": Phase.COMPENSATING}
-_PHASE_BYTES = {b"forward": Phase.FORWARD, b"compensating": Phase.COMPENSATING}
-
-
-def stored_phase(what: str, field: bytes | str) -> Phase:
-    phase = _PHASES.get(field) if isinstance(field, str) else _PHASE_BYTES.get(field)
-    if phase is None:
-        shown = field.encode() if isinstance(field, str) else field
-        fail_corrupt(what, f"phase {shown!r} is neither forward nor compensating")
-    return phase
-
-
 def _fields(what: str, row: object, tag: bytes, count: int | None = None) -> list[str]:
     data = raw(row)
     fast = unpack_ascii_row(data)
@@ -575,17 +563,26 @@ def event_row(
     return event, received, f
 
 
+#: A wait's attributes as its key rows hold them and replies carry them: the kind's
+#: component, the step's decimal and "f" or "c" and a space, then the case's and the
+#: from_source's components (each "" for none).
+_COMPONENT = rb"(?:[^\x00-\x21]|![\x40-\x61])*"
+_WAIT_ATTRS = re.compile(rb"(%s) (\d+)([fc]) (%s %s )" % (_COMPONENT, _COMPONENT, _COMPONENT))
+
+
 def wait_attrs(what: str, row: object) -> tuple[str, int, Phase, str | None, str | None]:
-    f = _fields(what, row, b"w1", 6)
-    if not f[1]:
+    """(kind, step, phase, case, from_source) of a wait's attributes text."""
+    found = _WAIT_ATTRS.fullmatch(raw(row))
+    if found is None:
+        fail_corrupt(what, "not a wait's attributes")
+    try:
+        kind, case, from_source = split_components(found.group(1) + b" " + found.group(4))
+    except (ValueError, UnicodeDecodeError):
+        fail_corrupt(what, "an attribute is not UTF-8")
+    if not kind:
         fail_corrupt(what, "empty kind")
-    return (
-        f[1],
-        stored_step(what, f[2]),
-        stored_phase(what, f[3]),
-        f[4] or None,
-        f[5] or None,
-    )
+    phase = Phase.COMPENSATING if found.group(3) == b"c" else Phase.FORWARD
+    return kind, stored_step(what, found.group(2)), phase, case or None, from_source or None
 
 
 def subscription(run: object, effect: object, attrs: object, keys: Sequence[Any]) -> Subscription:

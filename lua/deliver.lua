@@ -14,7 +14,7 @@
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"DUPLICATE", at}
---   subscription = {run, effect, attributes row, {namespace, value, ...}}
+--   subscription = {run, effect, attributes text, {namespace, value, ...}}
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua

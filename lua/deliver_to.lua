@@ -14,7 +14,7 @@
 -- ARGV[2] run: the run the event is addressed to
 -- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
 -- Returns: {"MATCHED", at, subscription} | {"DUPLICATE", at} | {"NOT_WAITING", at}
---   subscription = {run, effect, attributes row, {namespace, value, ...}}
+--   subscription = {run, effect, attributes text, {namespace, value, ...}}
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
@@ -26,7 +26,7 @@
 -- The wait's key rows (wait_read's) when it qualifies for an event of this
 -- kind, source and key set; else nil.
 local function qualifying_rows(attrs, rows, kind, source, keys)
-  if not attrs or attrs[W_KIND] ~= kind or (attrs[W_FROM] ~= "" and attrs[W_FROM] ~= source) then
+  if not attrs or attrs[A_KIND] ~= enc(kind) or (attrs[A_FROM] ~= TERM and attrs[A_FROM] ~= enc(source)) then
     return nil
   end
   for _, row in ipairs(rows) do

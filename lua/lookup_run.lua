@@ -13,7 +13,7 @@
 -- ARGV[1] run: the run
 -- Returns: {"OK", sealed_at or "", {{subscription, parked_at or "", held eid or ""}, ...},
 --   {member, fire_at, claim "claimed_at lease claims" or "", ...}}
---   subscription = {run, effect, attributes row, {namespace, value, ...}}
+--   subscription = {run, effect, attributes text, {namespace, value, ...}}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua

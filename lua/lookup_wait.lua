@@ -6,7 +6,7 @@
 -- ARGV[1] run: the wait's run
 -- ARGV[2] effect: the wait's effect
 -- Returns: {"WAIT", subscription, parked_at or "", held event's eid or ""} | {"NONE"}
---   subscription = {run, effect, attributes row, {namespace, value, ...}}
+--   subscription = {run, effect, attributes text, {namespace, value, ...}}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua

@@ -23,7 +23,7 @@
 return guard(function()
   local at = instant_arg(ARGV[1])
   local sub = sub_args()
-  local attrs, _, _, _, stored, rows = register(sub.run, sub.wid, sub.attrs, sub.nv, at, false)
+  local attrs, _, _, _, stored, rows = register(sub.run, sub.wid, sub_attrs(), sub.nv, at, false)
   park(sub.run, sub.wid, attrs, at, not stored and UNLISTED or rows)
   wake("r") -- for the redelivery pass of a blocked worker
   return words("OK", decimal(at))

@@ -19,7 +19,7 @@
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"MORE"} (retired a full batch; call again) | {"LIST" | "PART", last run, last effect, subscription, ...}
 --   PART: the listing stopped at its budget of keys before its room; call again after the last
---   subscription = {run, effect, attributes row, {namespace, value, ...}}
+--   subscription = {run, effect, attributes text, {namespace, value, ...}}
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua

@@ -16,7 +16,7 @@
 -- ARGV[2] source: the event's source
 -- ARGV[3] id: the event's id
 -- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"NONE", at} (no dead row)
---   subscription = {run, effect, attributes row, {namespace, value, ...}}
+--   subscription = {run, effect, attributes text, {namespace, value, ...}}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua

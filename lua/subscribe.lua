@@ -22,6 +22,6 @@
 return guard(function()
   local at = instant_arg(ARGV[1])
   local sub = sub_args()
-  register(sub.run, sub.wid, sub.attrs, sub.nv, at, true)
+  register(sub.run, sub.wid, sub_attrs(), sub.nv, at, true)
   return words("OK", decimal(at))
 end)

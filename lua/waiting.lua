@@ -4,7 +4,7 @@
 -- KEYS[2] wait_order: agentplane:{<tenant>}:wait:order
 -- ARGV[1] limit: count, at most this many key rows
 -- ARGV[2] after: the order member of the last row a previous page listed, "" to start
--- Returns: {"OK", last member or "", {run, effect, attributes row, namespace, value}, ...}
+-- Returns: {"OK", last member or "", {run, effect, attributes text, namespace, value}, ...}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua
@@ -23,12 +23,12 @@ return guard(function()
     end
     wids[i] = parts[i][1] .. parts[i][2]
   end
-  -- Read-only: Python decodes and checks the attributes row.
+  -- Read-only: Python decodes and checks the attributes text.
   local out, rows = { "OK", members[#members] or "" }, {}
   for i, wid in ipairs(wids) do
     if rows[wid] == nil then
       local attrs = wait_read(wid)
-      rows[wid] = attrs and wait_pack(attrs) or false
+      rows[wid] = attrs and attrs[A_TEXT] or false
     end
     if not rows[wid] then
       corrupt("wait key", members[i], "order entry of an unregistered wait")

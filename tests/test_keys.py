@@ -8,6 +8,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from agentplane_redis import codec
 from agentplane_redis.codec import MAX_INSTANT, MIN_INSTANT, replayed
 from agentplane_redis.keys import (
     TenantKeys,
@@ -20,6 +21,7 @@ from agentplane_redis.keys import (
     unpack_ascii_row,
     unpack_row,
 )
+from agentplane_redis.model import Phase
 from agentplane_redis.scripts import expand, lua_root
 
 
@@ -278,13 +280,13 @@ WAIT_ATTRS = (
 -- wait_read, or the corruption found.
 local out = {}
 for i = 1, #ARGV, 5 do
-  local attrs = { "w1", ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4] }
+  local attrs = attrs_of(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
   local wid = enc("r") .. enc("e")
-  local member = wid .. attrs_enc(attrs) .. enc("ns") .. enc("v") .. instant_key(0)
+  local member = wid .. attrs[A_TEXT] .. enc("ns") .. enc("v") .. instant_key(0)
   redis.call("DEL", K.wait_keys)
   redis.call("ZADD", K.wait_keys, "0", member)
   local ok, read = pcall(wait_read, wid)
-  out[#out + 1] = ok and wait_pack(read) or "corrupt"
+  out[#out + 1] = ok and read[A_TEXT] or "corrupt"
 end
 return out
 """
@@ -313,7 +315,14 @@ def test_a_wait_s_attributes_read_back_from_its_key_rows_as_written(raw):
         kind, step = case[0], case[1]
         valid = kind != b"" and step.isdigit() and int(step) <= 2**32 - 1
         if valid:
-            assert got == pack_row([b"w1", *case]), case
+            kind, _, phase, case_, from_source = (v.decode() for v in case)
+            assert codec.wait_attrs("wait", got) == (
+                kind,
+                int(step),
+                Phase(phase),
+                case_ or None,
+                from_source or None,
+            ), case
         else:
             assert got == b"corrupt", case
 
@@ -422,3 +431,62 @@ return {{ table.concat(out, "", 1, serialize(v, out, 0)), v }}
     )
     text, array = raw.eval(script, 0)
     assert replayed(text) == array == reply
+
+
+DIRECT_TEXTS = (
+    CODEC
+    + expand(lua_root(), "_lib/core.lua")
+    + expand(lua_root(), "_lib/events.lua")
+    + expand(lua_root(), "_lib/waits.lua")
+    + expand(lua_root(), "_lib/matching.lua")
+    + """
+-- ARGV: status, stamp, run, effect, attributes, row, has payload, then the keys.
+local keys = {}
+for i = 8, #ARGV do
+  keys[#keys + 1] = ARGV[i]
+end
+local function text(v)
+  local out = {}
+  return table.concat(out, "", 1, serialize(v, out, 0))
+end
+local status, stamp = ARGV[1], ARGV[2]
+local sub = { ARGV[3], ARGV[4], ARGV[5], keys }
+local has = ARGV[7]
+return {
+  sub_status(status, stamp, sub).text,
+  text({ status, stamp, sub }),
+  hit_text(stamp, ARGV[6], has),
+  text({ "HIT", stamp, ARGV[6], has == "1" and "R" or has, "" }),
+}
+"""
+)
+
+
+@on_a_server(60)
+@given(
+    st.sampled_from([b"RESUMED", b"MATCHED"]),
+    st.lists(st.binary(max_size=300), min_size=4, max_size=4),
+    st.sampled_from([b"0", b"1"]),
+    st.lists(st.binary(min_size=1, max_size=20), min_size=1, max_size=3).map(
+        lambda values: [part for v in values for part in (b"ns", v)]
+    ),
+)
+def test_the_hot_replies_texts_are_serialize_s(raw, status, parts, has_payload, keys):
+    """The texts that a subscription's reply (sub_status) and a claim's HIT (hit_text)
+    are remembered as, written by one concatenation, are serialize's of the same
+    reply, whatever their lengths and bytes and however many keys."""
+    stamp, run, effect, row = parts
+    direct, serialized, hit, hit_serialized = raw.eval(
+        DIRECT_TEXTS,
+        0,
+        status,
+        stamp or b"0",
+        run,
+        effect,
+        b"payment.settled 0f  ",
+        row,
+        has_payload,
+        *keys,
+    )
+    assert direct == serialized
+    assert hit == hit_serialized

@@ -63,6 +63,13 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
   return nil
 end
 
+-- The text a HIT reply is remembered as: serialize's of {"HIT", stamp, row,
+-- has payload, payload} with the payload withheld ("R", ""), written directly.
+local function hit_text(stamp, row, has_payload)
+  return "*5:$3:HIT" .. (DOLLAR[#stamp] or dollar(#stamp)) .. stamp .. (DOLLAR[#row] or dollar(#row)) .. row
+    .. (has_payload == "1" and "$1:R$0:" or "$1:0$0:")
+end
+
 -- claim_for's and wait's reply for the subscription of sub_args.
 local function claim_reply(sub, attrs, at, marked, rows)
   local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at, marked, rows)
@@ -70,11 +77,8 @@ local function claim_reply(sub, attrs, at, marked, rows)
     return words("MISS", decimal(at))
   end
   local reply = event_reply(eid, f, row)
-  local stamp, row_text = decimal(at), reply[1]
-  local out = { "HIT", stamp, row_text, reply[2], reply[3] }
-  -- Remembered as its text, the payload withheld (core.lua, remember).
-  out.text = "*5:$3:HIT" .. (DOLLAR[#stamp] or dollar(#stamp)) .. stamp .. (DOLLAR[#row_text] or dollar(#row_text))
-    .. row_text .. (reply[2] == "1" and "$1:R$0:" or "$1:0$0:")
+  local stamp = decimal(at)
+  local out = { "HIT", stamp, reply[1], reply[2], reply[3], text = hit_text(stamp, reply[1], reply[2]) }
   if reply[2] == "1" then -- the payload, withheld from the remembered reply, is here
     WITHHELD[#WITHHELD] = { out, 4 }
   end

@@ -13,37 +13,30 @@
 -- parked_waits), "B" . wid (bare) or "S" . wid (run sealed: retired by
 -- parked_waits).
 --
--- Attributes travel as a table {"w1", kind, step, phase, case, from_source}
--- and, in replies, as the netstring row of those six fields (wait_pack).
+-- Attributes travel as they are stored: a table {text, kind, from_source}
+-- of the key rows' attribute text ("attrs" above) and its kind and
+-- from_source components (from_source " " for none), and replies carry the
+-- text, which Python decodes (codec.wait_attrs).
 
-local W_KIND, W_STEP, W_PHASE, W_CASE, W_FROM = 2, 3, 4, 5, 6
+local A_TEXT, A_KIND, A_FROM = 1, 2, 3
 
--- The attributes' part of a key row.
-local function attrs_enc(attrs)
-  return enc(attrs[W_KIND]) .. attrs[W_STEP] .. (attrs[W_PHASE] == "compensating" and "c" or "f") .. TERM
-    .. enc_pair(attrs[W_CASE], attrs[W_FROM])
-end
-
--- The attributes of a key row's attribute components (kind, case and
--- from_source encoded, terminators included); corrupt when not a wait's.
-local function attrs_dec(wid, kind, step, ph, case, from)
-  if kind == TERM or not is_step(step) then
-    corrupt("wait", wid, "bad attributes")
-  end
-  return { "w1", dec(kind), step, ph == "c" and "compensating" or "forward", dec(case), dec(from) }
-end
-
--- An attributes table's netstring row, as replies carry it.
-local function wait_pack(f)
-  return pack(f)
+-- The attributes of a wait the caller describes: kind, step (decimal),
+-- phase, case and from_source ("" for none) as sent.
+local function attrs_of(kind, step, phase, case, from)
+  local kind_c = enc(kind)
+  return {
+    kind_c .. step .. (phase == "compensating" and "c" or "f") .. TERM .. enc_pair(case, from),
+    kind_c,
+    from == "" and TERM or enc(from),
+  }
 end
 
 -- A key row after its wid: kind, step, phase, case, from_source, namespace,
 -- value, created_at.
 local KEY_ROW = "^([^ ]* )(%d+)([fc]) ([^ ]* )([^ ]* )(([^ ]* )([^ ]* ))(%d+)$"
 
--- The wait's attributes and key rows, read once: a table {"w1", kind, step,
--- phase, case, from_source} and a list of {nv = encoded ns value, at =
+-- The wait's attributes and key rows, read once: its attributes (attrs_of's
+-- table) and a list of {nv = encoded ns value, at =
 -- instant key, ns, value (encoded), m = the member}; nil when the wait is not
 -- registered. Every key row carries the same attributes; each is checked.
 local function wait_read(wid)
@@ -58,8 +51,11 @@ local function wait_read(wid)
       corrupt("wait key", m, "bad member")
     end
     if not head then
+      if kind == TERM or not is_step(step) then
+        corrupt("wait", wid, "bad attributes")
+      end
       head = string.sub(m, from, #m - #nv - INSTANT_WIDTH)
-      attrs = attrs_dec(wid, kind, step, ph, case, source)
+      attrs = { head, kind, source }
     elseif string.sub(m, from, #m - #nv - INSTANT_WIDTH) ~= head then
       corrupt("wait", wid, "key rows disagree on the attributes")
     end
@@ -83,10 +79,11 @@ local function key_rows(wid)
 end
 
 local function election_entry(attrs, nv, at, wid)
-  if attrs[W_FROM] == "" then
-    return K.electable, enc(attrs[W_KIND]) .. nv .. at .. wid
+  local from = attrs[A_FROM]
+  if from == TERM then
+    return K.electable, attrs[A_KIND] .. nv .. at .. wid
   end
-  return K.electable_by_sender, enc_pair(attrs[W_KIND], attrs[W_FROM]) .. nv .. at .. wid
+  return K.electable_by_sender, attrs[A_KIND] .. from .. nv .. at .. wid
 end
 
 -- Key rows of a wait that has none in the election indexes: one registered by
@@ -135,7 +132,7 @@ local function register(run, wid, attrs, nv_list, at, electable)
   for _, row in ipairs(rows or {}) do
     have[row.nv] = true
   end
-  local head = wid .. attrs_enc(in_force)
+  local head = wid .. in_force[A_TEXT]
   local by_wid, by_time, added = {}, {}, {}
   for _, nv in ipairs(nv_list) do
     if not have[nv] then
@@ -213,16 +210,15 @@ local function retire_wait(wid, attrs, rows)
   return 1
 end
 
--- A Subscription reply: {run, effect, attributes row, {ns, value, ...}}, keys
--- sorted; rows: the wait's key_rows, when the caller has read them; raw: the
--- attributes row wait_read read them from, when the caller has it.
-local function sub_reply(run, effect, wid, attrs, rows, raw)
+-- A Subscription reply: {run, effect, attributes text, {ns, value, ...}}, keys
+-- sorted; rows: the wait's key_rows, when the caller has read them.
+local function sub_reply(run, effect, wid, attrs, rows)
   local keys = {}
   for _, row in ipairs(rows or key_rows(wid)) do
     keys[#keys + 1] = dec(row.ns)
     keys[#keys + 1] = dec(row.value)
   end
-  return { run, effect, raw or wait_pack(attrs), keys }
+  return { run, effect, attrs[A_TEXT], keys }
 end
 
 -- {status, at, subscription} for a writing call's reply (RESUMED, MATCHED), with
@@ -270,7 +266,12 @@ local function sub_args()
     kind = kind,
     from = from,
     wid = enc_pair(run, effect),
-    attrs = { "w1", kind, args[5], args[6], args[7], from },
     nv = (key_args(9)),
   }
+end
+
+-- The attributes of sub_args' wait, as its arguments describe them.
+local function sub_attrs()
+  local args = ARGV
+  return attrs_of(args[4], args[5], args[6], args[7], args[8])
 end
