@@ -31,7 +31,7 @@ return guard(function()
   -- Registered first (the ordering rule), but put up for election only if the
   -- search misses: a hit parks the wait at once.
   local attrs, marked, sealed, added, stored, rows = register(sub.run, sub.wid, sub_attrs(), sub.nv, at, false)
-  local reply = claim_reply(sub, attrs, at, marked, not stored and UNLISTED or rows)
+  local reply = claim_reply(sub, attrs, at, marked, not stored and UNLISTED or rows, sealed)
   -- A miss writes nothing, so marked and sealed still hold.
   if reply[1] == "MISS" and not marked and not sealed then
     elect_new(sub.wid, attrs, added, at)

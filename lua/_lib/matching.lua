@@ -14,8 +14,9 @@ end
 -- reads them (called, before any write, only when the wait is not parked yet);
 -- marked: whether the wait is parked, when the caller knows (nil: read here);
 -- rows: its key rows when the caller has read them, UNLISTED for a wait with no
--- key rows in the election indexes, else nil (a function for attrs reads both).
-local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, rows)
+-- key rows in the election indexes, else nil (a function for attrs reads both);
+-- sealed: whether the run is sealed, when the caller knows (nil: read if needed).
+local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, rows, sealed)
   if marked == nil then
     marked = is_marked(wid)
   end
@@ -40,7 +41,7 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
     local in_force = not marked and attributes() or nil
     f[E_CLAIMED] = decimal(at)
     local row = event_write(held, f)
-    park(run, wid, in_force, at, rows)
+    park(run, wid, in_force, at, rows, sealed)
     return held, f, row
   end
   if marked then
@@ -56,7 +57,7 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
       end
       local in_force = attributes()
       local row = hold(eid, f, run, effect, at, wid)
-      park(run, wid, in_force, at, rows)
+      park(run, wid, in_force, at, rows, sealed)
       return eid, f, row
     end
   end
@@ -71,8 +72,8 @@ local function hit_text(stamp, row, has_payload)
 end
 
 -- claim_for's and wait's reply for the subscription of sub_args.
-local function claim_reply(sub, attrs, at, marked, rows)
-  local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at, marked, rows)
+local function claim_reply(sub, attrs, at, marked, rows, sealed)
+  local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at, marked, rows, sealed)
   if not eid then
     return words("MISS", decimal(at))
   end
@@ -127,7 +128,7 @@ local function elect(eid, f, at, nv_list)
   end
   local reply = sub_reply(run, effect, wid, attrs, rows)
   hold(eid, f, run, effect, at, wid)
-  park(run, wid, attrs, at, rows, true)
+  park(run, wid, attrs, at, rows, false)
   return reply
 end
 

@@ -158,13 +158,15 @@ end
 
 -- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait
 -- (a wait parked already needs none); rows: its key_rows, when the caller has
--- read them, or UNLISTED; elected: the wait came from an election index, so its
--- run is not sealed.
-local function park(run, wid, attrs, at, rows, elected)
+-- read them, or UNLISTED; sealed: whether its run is sealed, when the caller
+-- knows (a wait from an election index: not sealed), else nil.
+local function park(run, wid, attrs, at, rows, sealed)
   if redis.call("HSET", K.marks, wid, decimal(at)) == 0 then
     return -- parked already: only parked_at changes
   end
-  local sealed = not elected and is_sealed(run)
+  if sealed == nil then
+    sealed = is_sealed(run)
+  end
   local class = sealed and "S" or (attrs and "L" or "B")
   redis.call("ZADD", K.mark_index, "0", class .. wid)
   if attrs and not sealed then
