@@ -84,26 +84,21 @@ end
 -- remembered for the lengths below 256, and a string is pushed apart from its
 -- head, never copied; n counts what out holds.
 local DOLLAR, STAR = {}, {}
-local function dollar(len)
-  local head = DOLLAR[len]
-  if not head then
-    head = "$" .. length_colon(len)
-    if len < 256 then
-      DOLLAR[len] = head
-    end
+-- mark ("$" or "*") and the length's text, remembered in memo for a usual length.
+local function reply_head(memo, mark, len)
+  local head = mark .. length_colon(len)
+  if len < 256 then
+    memo[len] = head
   end
   return head
 end
 
+local function dollar(len)
+  return DOLLAR[len] or reply_head(DOLLAR, "$", len)
+end
+
 local function star(len)
-  local head = STAR[len]
-  if not head then
-    head = "*" .. length_colon(len)
-    if len < 256 then
-      STAR[len] = head
-    end
-  end
-  return head
+  return STAR[len] or reply_head(STAR, "*", len)
 end
 
 -- The text of the list v, appended to out after its first n entries.
