@@ -24,9 +24,9 @@
 --@include _lib/matching.lua
 
 -- The wait's key rows (wait_read's) when it qualifies for an event of this
--- kind, source and key set; else nil.
+-- kind and source (both encoded) and key set; else nil.
 local function qualifying_rows(attrs, rows, kind, source, keys)
-  if not attrs or attrs[A_KIND] ~= enc(kind) or (attrs[A_FROM] ~= TERM and attrs[A_FROM] ~= enc(source)) then
+  if not attrs or attrs[A_KIND] ~= kind or (attrs[A_FROM] ~= TERM and attrs[A_FROM] ~= source) then
     return nil
   end
   for _, row in ipairs(rows) do
@@ -47,7 +47,7 @@ return guard(function()
     if f[E_STATE] == "held" and f[E_RUN] == run then
       local wid = enc_pair(run, f[E_EFFECT])
       local attrs, all = wait_read(wid)
-      local rows = qualifying_rows(attrs, all, f[E_KIND], f[E_SOURCE], nv_set(event_nv(f)))
+      local rows = qualifying_rows(attrs, all, enc(f[E_KIND]), enc(f[E_SOURCE]), nv_set(event_nv(f)))
       if rows then
         return sub_status("MATCHED", decimal(at), sub_reply(run, f[E_EFFECT], wid, attrs, rows))
       end
@@ -55,11 +55,11 @@ return guard(function()
     return words("DUPLICATE", decimal(at))
   end
   -- The smallest effect among the run's unparked qualifying waits wins.
-  local keys = nv_set(event.nv)
+  local keys, kind, source = nv_set(event.nv), enc(event.kind), enc(event.source)
   for _, w in ipairs(run_waits(run)) do
     if not is_marked(w.wid) then
       local attrs, all = wait_read(w.wid)
-      local rows = qualifying_rows(attrs, all, event.kind, event.source, keys)
+      local rows = qualifying_rows(attrs, all, kind, source, keys)
       if rows then
         local reply = sub_reply(run, w.effect, w.wid, attrs, rows)
         local row = new_event_row(

@@ -23,12 +23,8 @@ local A_TEXT, A_KIND, A_FROM = 1, 2, 3
 -- The attributes of a wait the caller describes: kind, step (decimal),
 -- phase, case and from_source ("" for none) as sent.
 local function attrs_of(kind, step, phase, case, from)
-  local kind_c = enc(kind)
-  return {
-    kind_c .. step .. (phase == "compensating" and "c" or "f") .. TERM .. enc_pair(case, from),
-    kind_c,
-    from == "" and TERM or enc(from),
-  }
+  local kind_c, from_c = enc(kind), enc(from)
+  return { kind_c .. step .. (phase == "compensating" and "c" or "f") .. TERM .. enc(case) .. from_c, kind_c, from_c }
 end
 
 -- A key row after its wid: kind, step, phase, case, from_source, namespace,
@@ -120,9 +116,10 @@ end
 -- Adds the key rows the wait lacks (created_at = at); a new wait takes attrs.
 -- Returns the attributes in force, whether the wait is marked, whether its run
 -- is sealed, the ns values of the rows it added, whether the wait was
--- registered before, and its key rows before this call (nil when it was not). electable = false leaves new rows out of the election
--- indexes (the caller parks the wait next, or puts them up with elect_new): a
--- wait not registered before then has none in them (UNLISTED).
+-- registered before, and its key rows before this call (nil when it was not).
+-- electable = false leaves new rows out of the election indexes (the caller
+-- parks the wait next, or puts them up with elect_new): a wait not registered
+-- before then has none in them (UNLISTED).
 local function register(run, wid, attrs, nv_list, at, electable)
   local stored, rows = wait_read(wid)
   local marked, sealed = is_marked(wid), is_sealed(run)
