@@ -10,9 +10,9 @@ structures of 2,000 entries, and prints each ingredient's instructions per item
 (the function's count less the trivial call's, over the items). These are the
 figures that say what a design of the scripts can reach: a life cycle's
 commands, keys and Lua steps priced before it is written. A second table prices
-the library's own row and reply helpers the same way, each run ``REPEAT`` times
-in a function appended to a copy of the library: what reading, checking and
-writing an event row and writing a reply's text cost a call.
+the library's own row and reply helpers the same way, each run in a loop of
+``helpers.py`` (which times them): what reading, checking and writing an event
+row and writing a reply's text cost a call.
 
     python benchmarks/costs.py [--server valkey|redis] [--calls 200]
 """
@@ -25,7 +25,7 @@ import redis
 from instructions import Counted
 from targets import server_version
 
-from agentplane_redis.scripts import library
+import helpers
 
 #: Entries of the hash and the sorted set the commands work on.
 ENTRIES = 2_000
@@ -183,47 +183,15 @@ def cases() -> list[tuple[str, str, int, str, list[str], object]]:
     ]
 
 
-#: A usual event row's fields (one key, a payload), and the row as the events hash
-#: holds it (netstrings).
-EVENT_FIELDS = (
-    *("e1", "held", "stripe", "evt_12345", "payment.settled", "1767225600000", "", ""),
-    *("run-12345", "await-payment", "1767225600000", "", "0", "0", "order", "A-12345"),
-    '{"order": "A-1", "amount": 1250}',
+#: The library's own helpers (``helpers.py``'s) the second table prices.
+PRICED_HELPERS = (
+    "read an event row field by field (unpack_row)",
+    "read the usual event row by two matches (event_fields)",
+    "check an event row's fields (event_fault)",
+    "write an event row (event_pack)",
+    "a subscription reply's text through serialize",
+    "the same text written directly (sub_status)",
 )
-EVENT_ROW = "".join(f"{len(f)}:{f}," for f in EVENT_FIELDS)
-#: helper -> the Lua expression each of REPEAT runs evaluates (ROW, F and SUB are its
-#: inputs: the row above, its fields, a subscription reply's elements).
-HELPERS = {
-    "read an event row field by field (unpack_row)": "unpack_row(ROW)",
-    "read the usual event row by two matches (event_fields)": "event_fields(ROW)",
-    "check an event row's fields (event_fault)": "event_fault(F)",
-    "write an event row (event_pack)": "event_pack(F)",
-    "a subscription reply's text through serialize": (
-        'serialize({ "RESUMED", "1767225600000", SUB }, {}, 0)'
-    ),
-    "the same text written directly (sub_status)": 'sub_status("RESUMED", "1767225600000", SUB)',
-}
-
-
-def helpers_source() -> str:
-    """The library under a name of its own, with one function per helper."""
-    lib = library()
-    body = lib.source.replace(f"#!lua name={lib.name}", "#!lua name=agentplane_costs_helpers", 1)
-    body = body.replace(f"agentplane_{lib.version}_", "agentplane_costs_helpers_")
-    out = [
-        body,
-        f"local ROW = {EVENT_ROW!r}",
-        "local F = { " + ", ".join(repr(f) for f in EVENT_FIELDS) + " }",
-        'local SUB = { "run-12345", "await-payment", "payment.settled 0f  ",'
-        ' { "order", "A-12345" } }',
-    ]
-    for i, expr in enumerate(HELPERS.values()):
-        out.append(
-            f'redis.register_function("helper_{i}", function()\n'
-            f"  for i = 1, {REPEAT} do local x = {expr} end\n  return 1\nend)"
-        )
-    return "\n".join(out)
-
 
 #: What each case is compared with: the trivial call sent the same keys and arguments.
 BASES = {
@@ -263,12 +231,14 @@ def measure(server: Counted, client: redis.Redis, calls: int) -> list[str]:
         else:
             each = (per_call(function, keys, args) - base[against]) / items
         rows.append(f"| {name} | {each:,.0f} | {each / trivial:.2f} |")
-    client.function_load(helpers_source(), replace=True)
+    client.function_load(helpers.source(), replace=True)
+    index = {name: i for i, name in enumerate(helpers.PIECES)}
+    empty = per_call(f"helper_{index['empty loop']}", [], [])
     rows.append("| *the library's helpers, each once* | | |")
-    for i, name in enumerate(HELPERS):
-        each = (per_call(f"helper_{i}", [], []) - trivial) / REPEAT
+    for name in PRICED_HELPERS:
+        each = (per_call(f"helper_{index[name]}", [], []) - empty) / helpers.RUNS
         rows.append(f"| {name} | {each:,.0f} | {each / trivial:.2f} |")
-    client.function_delete("agentplane_costs_helpers")
+    client.function_delete("agentplane_helpers")
     return [
         "| ingredient of a call | instructions each | times the trivial call |",
         "|---|---:|---:|",

@@ -27,13 +27,22 @@ EVENT_ROW = (
     "2:e1,4:live,6:stripe,5:evt_1,15:payment.settled,13:1767225600000,0:,0:,0:,0:,0:,0:,"
     '1:0,1:0,5:order,3:A-1,15:{"amount":4200},'
 )
-#: helper -> the Lua it runs RUNS times (EROW, TID, MEMBER, FIELDS are its inputs).
+#: helper -> the Lua it runs RUNS times (EROW, TID, MEMBER, FIELDS, SUB are its inputs).
 PIECES = {
     "empty loop": "",
     "read a timer's id and run from its member": "local tid, run = member_tid(MEMBER)",
-    "read an event row (17 fields)": "local f = unpack_row(EROW)",
+    "read an event row field by field (unpack_row)": "local f = unpack_row(EROW)",
+    "read the usual event row by two matches (event_fields)": "local f = event_fields(EROW)",
+    "check an event row's fields (event_fault)": "local x = event_fault(FIELDS)",
     "read and check an event row": 'local f = event_parse("e", EROW)',
     "write an event row (17 fields)": "local s = pack(FIELDS)",
+    "write an event row (event_pack)": "local s = event_pack(FIELDS)",
+    "a subscription reply's text through serialize": (
+        'local n = serialize({ "RESUMED", "1767225600000", SUB }, {}, 0)'
+    ),
+    "the same text written directly (sub_status)": (
+        'local r = sub_status("RESUMED", "1767225600000", SUB)'
+    ),
     "split a timer id into run and effect": "local a, b = wid_parts(TID)",
     "an instant as a member's 16 digits (a new one each run)": (
         "local s = instant_key(1767225600000 + _)"
@@ -56,6 +65,7 @@ local TID = "run-1 t-101 "
 local MEMBER = TID .. "0f"
 local FIELDS = {{ "e1", "live", "stripe", "evt_1", "payment.settled", "1767225600000", "", "", "",
   "", "", "", "0", "0", "order", "A-1", '{{"amount":4200}}' }}
+local SUB = {{ "run-1", "await-payment", "payment.settled 0f  ", {{ "order", "A-1" }} }}
 local KEYS18 = {{ {keys} }}
 local ARGS12 = {{ "1797000000000abcdef0123456789", "", "1767225600000", "stripe", "evt_1",
   "payment.settled", "{{}}", "", "", "order", "A-1", "" }}
