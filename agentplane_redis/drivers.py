@@ -136,6 +136,22 @@ CLUSTER_MOVING = (
 CLUSTER_REROUTE = (ClusterError, RedisClusterException, ConnectionError, TimeoutError)
 #: Replies of script calls are never decoded by the client (see the module's doc).
 _RAW = {NEVER_DECODE: True}
+
+#: A call's arguments after the script, to send when a call is sent again; None:
+#: the same as the first time.
+Tail = tuple[Any, ...] | None
+
+#: Leads the acknowledged tokens of a call's first send: the script does not look
+#: for a reply remembered under its token, which none can be (``lua/_lib/core.lua``).
+FIRST_SEND = "+"
+
+
+def first_send(tail: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A writing call's arguments (``_command``'s) as its first send: the
+    acknowledged tokens, last, marked with ``FIRST_SEND``."""
+    return (*tail[:-1], FIRST_SEND + tail[-1])
+
+
 __all__ = ["ServerCheck", "plan_confirmation"]  # re-exported: their home is server.py
 
 
@@ -453,18 +469,20 @@ class SyncDriver(_Driver):
         assert confirmation is not None
         return owner, confirmation
 
-    def _run(self, step: Send, tail: tuple[Any, ...], options: dict[Any, Any]) -> Any:
+    def _run(
+        self, step: Send, tail: tuple[Any, ...], options: dict[Any, Any], again: Tail = None
+    ) -> Any:
         if self._wire is not None:
-            return self._wire.call(step.head, tail)
+            return self._wire.call(step.head, tail, again)
         return self.client.execute_command(*step.head, *tail, **options)
 
-    def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+    def _eval(self, script: LuaScript, tail: tuple[Any, ...], again: Tail = None) -> Any:
         options = self._options()
         try:
             return self._climb(
                 self.ladder.call(self.where(), script),
                 self._admin_target(),
-                lambda step: self._run(step, tail, options),
+                lambda step: self._run(step, tail, options, again),
             )
         except ResponseError as error:
             _raise_server_error(error)
@@ -491,6 +509,11 @@ class SyncDriver(_Driver):
             return self._eval_confirmed(script, tail)
         return self._eval(script, tail)
 
+    def _send_first(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+        """A call's first send on the wire, marked so (``first_send``); redis-py
+        re-sends it unmarked."""
+        return self._eval(script, first_send(tail), again=tail)
+
     def _send_on_cluster(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:
         for pause in pauses(self.patience):
             try:
@@ -513,13 +536,18 @@ class SyncDriver(_Driver):
         for tail in self._acknowledgements():
             send(self.scripts["acknowledge"], tail, False)
 
-    def execute(self, call: Call) -> Any:
+    def execute(self, call: Call, first: bool = False) -> Any:
+        """Runs one call; ``first``: its first send (not a lost call's again)."""
         acks = self._take_acks(call)
         tail = self._command(call, acks)
         script = self.scripts[call.script]
-        send = self._send_on_cluster if self.cluster else self._send
+        confirms = self._confirms(call)
         try:
-            reply = send(script, tail, self._confirms(call))
+            if first and call.writes and self._wire is not None and not confirms:
+                reply = self._send_first(script, tail)
+            else:
+                send = self._send_on_cluster if self.cluster else self._send
+                reply = send(script, tail, confirms)
         except BaseException:
             self._acks.extend(acks)
             raise
@@ -529,19 +557,19 @@ class SyncDriver(_Driver):
         """Runs the plan of ``op(ctx, *args, **kwargs)``, or resumes the one a lost
         reply left unfinished for the same call."""
         plan, call = self._start(op, args, kwargs)
-        kept = False
+        kept, first = False, call is None
         try:
             if call is None:
                 call = next(plan)
             while True:
                 try:
-                    reply = self.execute(call)
+                    reply = self.execute(call, first)
                 except self.lost_reply as lost:
                     if not call.writes:
                         raise
                     kept = True
                     raise self._lost(_Suspended(op, args, kwargs, plan, call), lost) from lost
-                call = plan.send(reply)
+                call, first = plan.send(reply), True
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         finally:
@@ -652,18 +680,20 @@ class AsyncDriver(_Driver):
         assert confirmation is not None
         return owner, confirmation
 
-    async def _run(self, step: Send, tail: tuple[Any, ...], options: dict[Any, Any]) -> Any:
+    async def _run(
+        self, step: Send, tail: tuple[Any, ...], options: dict[Any, Any], again: Tail = None
+    ) -> Any:
         if self._wire is not None:
-            return await self._wire.call(step.head, tail)
+            return await self._wire.call(step.head, tail, again)
         return await self.client.execute_command(*step.head, *tail, **options)
 
-    async def _eval(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+    async def _eval(self, script: LuaScript, tail: tuple[Any, ...], again: Tail = None) -> Any:
         options = self._options()
         try:
             return await self._climb(
                 self.ladder.call(self.where(), script),
                 self._admin_target(),
-                lambda step: self._run(step, tail, options),
+                lambda step: self._run(step, tail, options, again),
             )
         except ResponseError as error:
             _raise_server_error(error)
@@ -689,6 +719,11 @@ class AsyncDriver(_Driver):
             return await self._eval_confirmed(script, tail)
         return await self._eval(script, tail)
 
+    async def _send_first(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
+        """A call's first send on the wire, marked so (``first_send``); redis-py
+        re-sends it unmarked."""
+        return await self._eval(script, first_send(tail), again=tail)
+
     async def _send_on_cluster(
         self, script: LuaScript, tail: tuple[Any, ...], confirms: bool
     ) -> Any:
@@ -713,15 +748,20 @@ class AsyncDriver(_Driver):
         for tail in self._acknowledgements():
             await send(self.scripts["acknowledge"], tail, False)
 
-    async def execute(self, call: Call) -> Any:
+    async def execute(self, call: Call, first: bool = False) -> Any:
+        """Runs one call; ``first``: its first send (not a lost call's again)."""
         if self.server is None:
             await self.check(again=False)
         acks = self._take_acks(call)
         tail = self._command(call, acks)
         script = self.scripts[call.script]
-        send = self._send_on_cluster if self.cluster else self._send
+        confirms = self._confirms(call)
         try:
-            reply = await send(script, tail, self._confirms(call))
+            if first and call.writes and self._wire is not None and not confirms:
+                reply = await self._send_first(script, tail)
+            else:
+                send = self._send_on_cluster if self.cluster else self._send
+                reply = await send(script, tail, confirms)
         except BaseException:
             self._acks.extend(acks)
             raise
@@ -731,13 +771,13 @@ class AsyncDriver(_Driver):
         """Runs the plan of ``op(ctx, *args, **kwargs)``, or resumes the one a lost
         reply (or a cancellation) left unfinished for the same call."""
         plan, call = self._start(op, args, kwargs)
-        kept = False
+        kept, first = False, call is None
         try:
             if call is None:
                 call = next(plan)
             while True:
                 try:
-                    reply = await self.execute(call)
+                    reply = await self.execute(call, first)
                 except self.lost_reply as lost:
                     if not call.writes:
                         raise
@@ -748,7 +788,7 @@ class AsyncDriver(_Driver):
                         kept = True
                         self._suspend(_Suspended(op, args, kwargs, plan, call))
                     raise
-                call = plan.send(reply)
+                call, first = plan.send(reply), True
                 if _cancel_requested():
                     # A cancellation that a step swallowed (redis-py's socket timeout
                     # wraps each send in asyncio.wait_for, which may) stops the

@@ -26,7 +26,7 @@ import os
 import select
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -182,17 +182,22 @@ class Wire:
         rest = tail[fixed:]
         return b"*%d\r\n%b%b" % (count + len(rest), prefix, bulks(rest))
 
-    def call(self, head: tuple[Arg, ...], tail: Sequence[Any]) -> Any:
-        return self.send(self.packed(head, tail))
+    def call(
+        self, head: tuple[Arg, ...], tail: Sequence[Any], again: Sequence[Any] | None = None
+    ) -> Any:
+        """The reply to ``*head, *tail``; a retry of the client sends ``*head, *again``
+        instead, where given."""
+        again_packed = None if again is None else lambda: self.packed(head, again)
+        return self.send(self.packed(head, tail), again_packed)
 
-    def send(self, packed: bytes) -> Any:
+    def send(self, packed: bytes, again: Callable[[], bytes] | None = None) -> Any:
         """The reply to one packed command, undecoded; errors raised as redis-py raises
         them (a ``ResponseError`` the server answered, a ``ConnectionError`` once the
-        client's retries are spent)."""
+        client's retries are spent). The client's retries send ``again()`` where given."""
         conn = self._take()
         try:
             reply = conn.retry.call_with_retry(
-                lambda: _round_trip(conn, packed), lambda _error: conn.disconnect()
+                _attempts(conn, packed, again), lambda _error: conn.disconnect()
             )
         except ResponseError:  # an error reply, read whole: the connection is sound
             self._give_back(conn)
@@ -254,22 +259,46 @@ def _round_trip(conn: Any, packed: bytes) -> Any:
     return conn.read_response(disable_decoding=True)
 
 
+def _attempts(conn: Any, packed: bytes, again: Callable[[], bytes] | None) -> Callable[[], Any]:
+    """Each attempt of a call: ``packed`` first, then ``again()`` (or ``packed``)."""
+    if again is None:
+        return lambda: _round_trip(conn, packed)
+    sends = [packed]
+
+    def attempt() -> Any:
+        if len(sends) == 1:
+            sends.append(again())
+            return _round_trip(conn, sends[0])
+        return _round_trip(conn, sends[1])
+
+    return attempt
+
+
 class AsyncWire(Wire):
     """The same on an asyncio client's pool: ``call`` and ``send`` are awaited, and a
     connection is taken from the pool for each call (none is kept)."""
 
     __slots__ = ()
 
-    async def call(self, head: tuple[Arg, ...], tail: Sequence[Any]) -> Any:
-        return await self.send(self.packed(head, tail))
+    async def call(
+        self, head: tuple[Arg, ...], tail: Sequence[Any], again: Sequence[Any] | None = None
+    ) -> Any:
+        again_packed = None if again is None else lambda: self.packed(head, again)
+        return await self.send(self.packed(head, tail), again_packed)
 
-    async def send(self, packed: bytes) -> Any:
+    async def send(self, packed: bytes, again: Callable[[], bytes] | None = None) -> Any:
         pool = self.pool
         conn = await pool.get_connection()
+        sends = [packed]
+
+        async def attempt() -> Any:
+            if again is not None and len(sends) == 1:
+                sends.append(again())
+                return await _async_round_trip(conn, sends[0])
+            return await _async_round_trip(conn, sends[-1])
+
         try:
-            return await conn.retry.call_with_retry(
-                lambda: _async_round_trip(conn, packed), lambda _error: conn.disconnect()
-            )
+            return await conn.retry.call_with_retry(attempt, lambda _error: conn.disconnect())
         finally:
             await pool.release(conn)
 

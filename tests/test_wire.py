@@ -44,7 +44,7 @@ def test_the_fixed_head_is_packed_once_and_the_rest_per_call():
     sent: list[bytes] = []
 
     class Recorded(Wire):
-        def send(self, packed: bytes) -> Any:
+        def send(self, packed: bytes, again: Any = None) -> Any:
             sent.append(packed)
 
     w = Recorded(pool=None)
@@ -92,9 +92,9 @@ def test_a_store_sends_its_calls_on_the_wire(backend, monkeypatch):
     kind = AsyncWire if backend.flavour == "async" else Wire
     real = kind.send
 
-    def counted(self: Wire, packed: bytes) -> Any:
+    def counted(self: Wire, packed: bytes, again: Any = None) -> Any:
         sent.append(packed)
-        return real(self, packed)
+        return real(self, packed, again)
 
     monkeypatch.setattr(kind, "send", counted)
     store = backend.make(backend.tenant)
@@ -105,6 +105,101 @@ def test_a_store_sends_its_calls_on_the_wire(backend, monkeypatch):
     else:
         assert len(sent) >= 4  # buffer, wait, arm, claim_due
         assert all(p.startswith(b"*") and b"$5\r\nFCALL\r\n" in p for p in sent)
+
+
+class _LosesFirstReply:
+    """A connection that sends whatever it is given and loses the first reply."""
+
+    def __init__(self) -> None:
+        self.retry = Retry(NoBackoff(), 3)
+        self.sent: list[bytes] = []
+
+    def send_packed_command(self, packed: list[bytes]) -> None:
+        self.sent.extend(packed)
+
+    def read_response(self, **_: Any) -> Any:
+        if len(self.sent) == 1:
+            raise redis.ConnectionError("reply lost")
+        return b"OK"
+
+    def disconnect(self) -> None:
+        pass
+
+
+class _OnePool:
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def get_connection(self, *_: Any) -> Any:
+        return self.conn
+
+    def release(self, conn: Any) -> None:
+        pass
+
+
+def test_a_retry_sends_the_call_again_as_given():
+    """The client's retry after a lost reply sends the call's ``again`` form (a
+    call's first send is marked; its re-sends are not), and without one the same."""
+    conn = _LosesFirstReply()
+    w = Wire(_OnePool(conn))
+    head = ("FCALL", "f")
+    assert w.call(head, (0, "tok", "+"), again=(0, "tok", "")) == b"OK"
+    assert conn.sent == [pack((*head, 0, "tok", "+")), pack((*head, 0, "tok", ""))]
+    conn.sent.clear()
+    assert w.call(head, (0, "tok", "")) == b"OK"
+    assert conn.sent == [pack((*head, 0, "tok", ""))] * 2
+
+
+def test_a_retry_of_an_async_call_sends_it_again_as_given():
+    class Async(_LosesFirstReply):
+        async def send_packed_command(self, packed: list[bytes]) -> None:
+            super().send_packed_command(packed)
+
+        async def read_response(self, **_: Any) -> Any:
+            return super().read_response()
+
+        async def disconnect(self) -> None:
+            pass
+
+    class Pool(_OnePool):
+        async def get_connection(self, *_: Any) -> Any:
+            return self.conn
+
+        async def release(self, conn: Any) -> None:
+            pass
+
+    conn = Async()
+    conn.retry = redis.asyncio.retry.Retry(NoBackoff(), 3)
+    w = AsyncWire(Pool(conn))
+    head = ("FCALL", "f")
+    reply = asyncio.run(w.call(head, (0, "tok", "+a"), again=(0, "tok", "a")))
+    assert reply == b"OK"
+    assert conn.sent == [pack((*head, 0, "tok", "+a")), pack((*head, 0, "tok", "a"))]
+
+
+def test_a_writing_call_is_sent_first_marked_and_again_unmarked(backend, monkeypatch):
+    """On the wire a writing call's first send marks its acknowledged tokens (the
+    script then looks up no remembered reply); its re-send, unmarked, answers the
+    first execution's reply. A reading call carries no mark."""
+    sends: list[tuple[bytes, bytes | None]] = []
+    kind = AsyncWire if backend.flavour == "async" else Wire
+    real = kind.send
+
+    def recorded(self: Wire, packed: bytes, again: Any = None) -> Any:
+        sends.append((packed, again() if again else None))
+        return real(self, packed, again)
+
+    monkeypatch.setattr(kind, "send", recorded)
+    store = backend.make(backend.tenant)
+    store.timers.arm(timer("r", "t", 0))
+    assert store.timers.pending_count() == 1
+    if backend.cluster:  # redis-py sends them, and re-sends them as they are: unmarked
+        assert sends == []
+        return
+    (first, again), (read, none) = sends[-2:]
+    assert first.endswith(b"$1\r\n+\r\n") and again is not None and again.endswith(b"$0\r\n\r\n")
+    assert first[: -len(b"$1\r\n+\r\n")] == again[: -len(b"$0\r\n\r\n")]
+    assert none is None and not read.endswith(b"+\r\n")
 
 
 @pytest.fixture(params=["redis7", "valkey8"])

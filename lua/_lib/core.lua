@@ -14,7 +14,9 @@
 -- so, so an erasure or a purge leaves no copy behind. ACKS names tokens whose
 -- replies the client has received (gathered a few at a time, and all of them
 -- when a store closes): they are forgotten here. A call with the token ""
--- (acknowledge) remembers nothing.
+-- (acknowledge) remembers nothing. ACKS starting with "+" marks the call's
+-- first send (its token never sent before): nothing can be remembered under the
+-- token yet, so it is not looked up. A client re-sends a call without the mark.
 --
 -- Remembered replies are bounded per tenant whatever the clients do: they go
 -- into the generation K.replies, whose field "" counts the bytes its entries
@@ -142,13 +144,14 @@ local function wake(marker)
   redis.call("LTRIM", K.wake, "0", "1")
 end
 
--- Forgets the acknowledged tokens (a comma-separated list).
+-- Forgets the acknowledged tokens (a comma-separated list, after the first
+-- send's "+" if any).
 local function forget(acks)
-  if acks == "" then
+  if acks == "" or acks == "+" then
     return
   end
   local acked = {}
-  for ack in string.gmatch(acks, "[^,]+") do
+  for ack in string.gmatch(acks, "[^,+]+") do
     acked[#acked + 1] = ack
   end
   redis.call("HDEL", K.replies, unpack(acked))
@@ -206,7 +209,7 @@ end
 
 local function guard(body)
   WITHHELD = {}
-  if TOKEN and TOKEN ~= "" then
+  if TOKEN and TOKEN ~= "" and string.byte(ACKS) ~= 43 then -- not a first send ("+")
     local entry = remembered(TOKEN)
     if entry then
       -- Written again, so that WAIT / WAITAOF on this connection also covers
