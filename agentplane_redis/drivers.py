@@ -146,6 +146,24 @@ Tail = tuple[Any, ...] | None
 FIRST_SEND = "+"
 
 
+class _Sends:
+    """The arguments of each send of one call: ``tail`` the first time, ``again``
+    (where given) every time after, whatever came back: a send after a reply was
+    lost (a retry, or the ladder's next step once the retry found the library
+    flushed) may follow an execution."""
+
+    __slots__ = ("again", "tail")
+
+    def __init__(self, tail: tuple[Any, ...], again: Tail) -> None:
+        self.tail, self.again = tail, again
+
+    def next(self) -> tuple[Any, ...]:
+        tail = self.tail
+        if self.again is not None:
+            self.tail = self.again
+        return tail
+
+
 def first_send(tail: tuple[Any, ...]) -> tuple[Any, ...]:
     """A writing call's arguments (``_command``'s) as its first send: the
     acknowledged tokens, last, marked with ``FIRST_SEND``."""
@@ -478,11 +496,12 @@ class SyncDriver(_Driver):
 
     def _eval(self, script: LuaScript, tail: tuple[Any, ...], again: Tail = None) -> Any:
         options = self._options()
+        sends = _Sends(tail, again)
         try:
             return self._climb(
                 self.ladder.call(self.where(), script),
                 self._admin_target(),
-                lambda step: self._run(step, tail, options, again),
+                lambda step: self._run(step, sends.next(), options, again),
             )
         except ResponseError as error:
             _raise_server_error(error)
@@ -689,11 +708,12 @@ class AsyncDriver(_Driver):
 
     async def _eval(self, script: LuaScript, tail: tuple[Any, ...], again: Tail = None) -> Any:
         options = self._options()
+        sends = _Sends(tail, again)
         try:
             return await self._climb(
                 self.ladder.call(self.where(), script),
                 self._admin_target(),
-                lambda step: self._run(step, tail, options, again),
+                lambda step: self._run(step, sends.next(), options, again),
             )
         except ResponseError as error:
             _raise_server_error(error)

@@ -202,6 +202,29 @@ def test_a_writing_call_is_sent_first_marked_and_again_unmarked(backend, monkeyp
     assert none is None and not read.endswith(b"+\r\n")
 
 
+def test_every_send_after_a_calls_first_is_unmarked(monkeypatch):
+    """A call whose first send ran but whose retry found the library flushed is sent
+    again by the ladder once the library is back: unmarked, so it answers the first
+    execution's reply instead of running again."""
+    store = RedisStore(fakeredis.FakeRedis(), tenant="t")
+    driver = store._driver
+    real, tails = driver._run, []
+
+    def flushed_after_first(
+        step: Any, tail: tuple[Any, ...], options: Any, again: Any = None
+    ) -> Any:
+        tails.append(tail[-1])
+        reply = real(step, tail, options, again)
+        if len(tails) == 1:  # it ran; the retry of its lost reply met a flushed library
+            raise redis.ResponseError("Function not found")
+        return reply
+
+    monkeypatch.setattr(driver, "_run", flushed_after_first)
+    assert store.timers.arm(timer("r", "t", 0)) is True  # not False: it ran once
+    assert tails == ["+", ""]
+    assert store.timers.pending_count() == 1
+
+
 @pytest.fixture(params=["redis7", "valkey8"])
 def single(request: pytest.FixtureRequest, servers: Any) -> Any:
     """A real single server of the session: its URL (the tests use tenants and client
