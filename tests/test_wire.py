@@ -197,9 +197,12 @@ def test_a_writing_call_is_sent_first_marked_and_again_unmarked(backend, monkeyp
         assert sends == []
         return
     (first, again), (read, none) = sends[-2:]
-    assert first.endswith(b"$1\r\n+\r\n") and again is not None and again.endswith(b"$0\r\n\r\n")
+    assert again is not None
+    assert first.endswith(b"$1\r\n+\r\n")
+    assert again.endswith(b"$0\r\n\r\n")
     assert first[: -len(b"$1\r\n+\r\n")] == again[: -len(b"$0\r\n\r\n")]
-    assert none is None and not read.endswith(b"+\r\n")
+    assert none is None
+    assert not read.endswith(b"+\r\n")
 
 
 def test_every_send_after_a_calls_first_is_unmarked(monkeypatch):
