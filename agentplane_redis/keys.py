@@ -38,14 +38,13 @@ ROLES: dict[str, str] = {
     "live_by_key": "event:live:key",  # lex   kind ns value source . instant . eid
     "dead": "event:dead",  # lex   instant . eid
     "consumed": "event:consumed",  # lex   instant . eid
-    "ledger": "claim",  # hash  wid -> eid            one entry per held row
     # waits
     "wait_count": "wait:count",  # string  registered waits
     "wait_keys": "wait:key",  # lex   run effect attrs ns value . instant
     "wait_order": "wait:order",  # lex   instant . run effect ns value
     "electable": "wait:match",  # lex   kind ns value . instant . run effect
     "electable_by_sender": "wait:match:sender",  # lex kind source ns value . instant . run effect
-    "marks": "mark",  # hash  wid -> parked_at
+    "marks": "mark",  # hash  wid -> parked_at [eid held]   the claim ledger too
     "mark_index": "mark:index",  # lex   class byte . wid (L listable, B bare, S sealed run)
     # runs
     "seals": "seal",  # hash  run -> sealed_at
@@ -363,8 +362,8 @@ def locate_wait(keys: TenantKeys, run: str, effect: str) -> list[str]:
     return [
         redis_cli("ZRANGEBYLEX", keys.key("wait_keys"), b"[" + wid, b"(" + wid + b"\xff")
         + "   # its key rows: attributes, key, registered at",
-        redis_cli("HGET", keys.key("marks"), wid) + "   # parked since (ms), if parked",
-        redis_cli("HGET", keys.key("ledger"), wid) + "   # the event it holds, if any",
+        redis_cli("HGET", keys.key("marks"), wid)
+        + "   # if parked: since (ms), then the event it holds, if any",
     ]
 
 

@@ -97,7 +97,7 @@ def main() -> None:
             store.events.buffer(InboundEvent("s", f"e{i}", "payment.settled", {}, HOT))
         s1, c1 = run(client, [[*me, "--ours", server.url, f"p{p}"] for p in range(args.processes)])
         left = store.events.stats().live
-        claimed = client.hlen(store.keys.key("ledger"))
+        claimed = store.events.stats().claimed
         client.delete(GO)
         client.zadd(LIVE, {f"e{i}": i for i in range(args.events)})
         s2, c2 = run(

@@ -141,7 +141,7 @@ def p50(values: list[int]) -> float:
 def fill(store: RedisStore, rows: int) -> None:
     """``rows`` rows in every structure of the tenant, none of which the measured
     calls read: buffered events, registered waits, armed timers, and rows held for
-    a parked wait, consumed, and dead-lettered, so that the claim ledger, the marks,
+    a parked wait, consumed, and dead-lettered, so that the marks (the claim ledger),
     the consumed and the dead orders are past their compact encodings too (a
     structure still in its listpack costs a scan of its entries per entry written,
     which no tenant of this size pays)."""

@@ -3,16 +3,15 @@
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[4] ledger: agentplane:{<tenant>}:claim
--- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[6] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[7] electable: agentplane:{<tenant>}:wait:match
--- KEYS[8] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[9] marks: agentplane:{<tenant>}:mark
--- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[11] seals: agentplane:{<tenant>}:seal
--- KEYS[12] replies: agentplane:{<tenant>}:reply
--- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[6] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[8] marks: agentplane:{<tenant>}:mark
+-- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[10] seals: agentplane:{<tenant>}:seal
+-- KEYS[11] replies: agentplane:{<tenant>}:reply
+-- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
 -- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at}

@@ -1,15 +1,14 @@
 -- deliver_to: deliver a continuation to one named run's qualifying wait, or store nothing.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] ledger: agentplane:{<tenant>}:claim
--- KEYS[3] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[4] electable: agentplane:{<tenant>}:wait:match
--- KEYS[5] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[6] marks: agentplane:{<tenant>}:mark
--- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[8] seals: agentplane:{<tenant>}:seal
--- KEYS[9] replies: agentplane:{<tenant>}:reply
--- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[3] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[4] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[5] marks: agentplane:{<tenant>}:mark
+-- KEYS[6] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[7] seals: agentplane:{<tenant>}:seal
+-- KEYS[8] replies: agentplane:{<tenant>}:reply
+-- KEYS[9] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run the event is addressed to
 -- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
@@ -67,7 +66,7 @@ return guard(function()
           event.payload
         )
         hold(event.eid, row, run, w.effect, at)
-        park(run, w.wid, attrs, at, rows)
+        park(run, w.wid, attrs, at, rows, nil, event.eid)
         return sub_status("MATCHED", decimal(at), reply)
       end
     end

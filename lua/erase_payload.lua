@@ -4,15 +4,14 @@
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
 -- KEYS[4] dead: agentplane:{<tenant>}:event:dead
--- KEYS[5] ledger: agentplane:{<tenant>}:claim
--- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[7] electable: agentplane:{<tenant>}:wait:match
--- KEYS[8] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[9] marks: agentplane:{<tenant>}:mark
--- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[11] seals: agentplane:{<tenant>}:seal
--- KEYS[12] replies: agentplane:{<tenant>}:reply
--- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[6] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[8] marks: agentplane:{<tenant>}:mark
+-- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[10] seals: agentplane:{<tenant>}:seal
+-- KEYS[11] replies: agentplane:{<tenant>}:reply
+-- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] source: the event's source
 -- ARGV[2] id: the event's id
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
@@ -45,7 +44,8 @@ return guard(function()
       unpark_list[1] = { wid = holder, attrs = attrs, rows = rows }
     end
     for _, w in ipairs(run_waits(run)) do
-      if w.wid ~= holder and is_marked(w.wid) and redis.call("HEXISTS", K.ledger, w.wid) == 0 then
+      local mark = w.wid ~= holder and redis.call("HGET", K.marks, w.wid)
+      if mark and not mark_held(mark) then
         local attrs, rows = wait_read(w.wid)
         for _, row in ipairs(rows or {}) do
           if keys[row.nv] then

@@ -2,14 +2,13 @@
 --
 -- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[2] marks: agentplane:{<tenant>}:mark
--- KEYS[3] ledger: agentplane:{<tenant>}:claim
--- KEYS[4] seals: agentplane:{<tenant>}:seal
--- KEYS[5] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[6] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[7] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
--- KEYS[8] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[9] geometry: agentplane:{<tenant>}:buckets
--- KEYS[10] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[3] seals: agentplane:{<tenant>}:seal
+-- KEYS[4] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[5] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[6] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[7] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[8] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[9] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
 -- ARGV[1] run: the run
 -- Returns: {"OK", sealed_at or "", {{subscription, parked_at or "", held eid or ""}, ...},
 --   {member, fire_at, claim "claimed_at lease claims" or "", ...}}
@@ -27,11 +26,8 @@ return guard(function()
   local waits = {}
   for _, w in ipairs(run_waits(run)) do
     local attrs, rows = wait_read(w.wid)
-    waits[#waits + 1] = {
-      sub_reply(run, w.effect, w.wid, attrs, rows),
-      redis.call("HGET", K.marks, w.wid) or "",
-      redis.call("HGET", K.ledger, w.wid) or "",
-    }
+    local mark, held = mark_read(w.wid)
+    waits[#waits + 1] = { sub_reply(run, w.effect, w.wid, attrs, rows), mark_parked_at(mark), held or "" }
   end
   local found, timers = run_timers(run), {}
   local pairs = timers_reply(found, {})

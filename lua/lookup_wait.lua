@@ -2,7 +2,6 @@
 --
 -- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[2] marks: agentplane:{<tenant>}:mark
--- KEYS[3] ledger: agentplane:{<tenant>}:claim
 -- ARGV[1] run: the wait's run
 -- ARGV[2] effect: the wait's effect
 -- Returns: {"WAIT", subscription, parked_at or "", held event's eid or ""} | {"NONE"}
@@ -20,7 +19,6 @@ return guard(function()
   if not attrs then
     return words("NONE")
   end
-  local parked = redis.call("HGET", K.marks, wid) or ""
-  local held = redis.call("HGET", K.ledger, wid) or ""
-  return { "WAIT", sub_reply(run, effect, wid, attrs, rows), parked, held }
+  local mark, held = mark_read(wid)
+  return { "WAIT", sub_reply(run, effect, wid, attrs, rows), mark_parked_at(mark), held or "" }
 end)

@@ -3,14 +3,13 @@
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[4] ledger: agentplane:{<tenant>}:claim
--- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[6] electable: agentplane:{<tenant>}:wait:match
--- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[8] marks: agentplane:{<tenant>}:mark
--- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[10] replies: agentplane:{<tenant>}:reply
--- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[5] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[6] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[7] marks: agentplane:{<tenant>}:mark
+-- KEYS[8] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[9] replies: agentplane:{<tenant>}:reply
+-- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] source: the event's source
 -- ARGV[3] id: the event's id

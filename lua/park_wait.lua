@@ -23,8 +23,9 @@
 return guard(function()
   local at = instant_arg(ARGV[1])
   local sub = sub_args()
-  local attrs, _, sealed, _, stored, rows = register(sub.run, sub.wid, sub_attrs(), sub.nv, at, false)
-  park(sub.run, sub.wid, attrs, at, not stored and UNLISTED or rows, sealed)
+  local attrs, mark, sealed, _, stored, rows = register(sub.run, sub.wid, sub_attrs(), sub.nv, at, false)
+  -- A wait holding a claim keeps it.
+  park(sub.run, sub.wid, attrs, at, not stored and UNLISTED or rows, sealed, mark_held(mark))
   wake("r") -- for the redelivery pass of a blocked worker
   return words("OK", decimal(at))
 end)

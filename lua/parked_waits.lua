@@ -2,16 +2,15 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[3] ledger: agentplane:{<tenant>}:claim
--- KEYS[4] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[6] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[7] electable: agentplane:{<tenant>}:wait:match
--- KEYS[8] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[9] marks: agentplane:{<tenant>}:mark
--- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[11] replies: agentplane:{<tenant>}:reply
--- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[3] wait_count: agentplane:{<tenant>}:wait:count
+-- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[6] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[8] marks: agentplane:{<tenant>}:mark
+-- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[10] replies: agentplane:{<tenant>}:reply
+-- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] room: count, the most waits this step lists
 -- ARGV[2] after_run: the run of the last wait listed by the previous step, "" to start
 -- ARGV[3] after_effect: its effect
@@ -36,24 +35,29 @@ return guard(function()
   -- Sealed runs' marks first: every call retires them all, past a full page.
   local sealed = redis.call("ZRANGEBYLEX", K.mark_index, "[S", "(S\255", "LIMIT", "0", batch)
   if #sealed > 0 then
-    local waits, claims, runs = {}, {}, {}
+    local waits, claims, wids = {}, {}, {}
     for i, m in ipairs(sealed) do
-      local wid = string.sub(m, 2)
-      local run = wid_parts(wid)
+      wids[i] = string.sub(m, 2)
+    end
+    for i, mark in ipairs(hmget_all(K.marks, wids)) do
+      local wid, held = wids[i], mark_held(mark)
       local attrs, rows = wait_read(wid)
       waits[i] = { wid = wid, attrs = attrs, rows = rows }
-      if not runs[run] then
-        runs[run] = true
-        claims[#claims + 1] = run_claims(run)
+      if held then
+        local f = event_read(held)
+        if not f or f[E_STATE] ~= "held" or enc_pair(f[E_RUN], f[E_EFFECT]) ~= wid then
+          corrupt("claim", wid, "mark names a row not held for its wait")
+        end
+        claims[#claims + 1] = { eid = held, f = f }
       end
     end
+    -- Each retired wait's claim is shed with its mark; the run's other marks
+    -- keep theirs until their own step.
     for _, w in ipairs(waits) do
       retire_wait(w.wid, w.attrs, w.rows)
     end
-    for _, list in ipairs(claims) do
-      for _, c in ipairs(list) do
-        shed(c.eid, c.f)
-      end
+    for _, c in ipairs(claims) do
+      shed(c.eid, c.f)
     end
     if #sealed == batch then
       return words("MORE")

@@ -4,14 +4,13 @@
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
 -- KEYS[4] dead: agentplane:{<tenant>}:event:dead
--- KEYS[5] ledger: agentplane:{<tenant>}:claim
--- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[7] electable: agentplane:{<tenant>}:wait:match
--- KEYS[8] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[9] marks: agentplane:{<tenant>}:mark
--- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[11] replies: agentplane:{<tenant>}:reply
--- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[6] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[8] marks: agentplane:{<tenant>}:mark
+-- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[10] replies: agentplane:{<tenant>}:reply
+-- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] at: instant ms, "" reads the server clock: the row's new received_at
 -- ARGV[2] source: the event's source
 -- ARGV[3] id: the event's id

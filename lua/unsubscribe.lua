@@ -2,16 +2,15 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[3] ledger: agentplane:{<tenant>}:claim
--- KEYS[4] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[6] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[7] electable: agentplane:{<tenant>}:wait:match
--- KEYS[8] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[9] marks: agentplane:{<tenant>}:mark
--- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[11] replies: agentplane:{<tenant>}:reply
--- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[3] wait_count: agentplane:{<tenant>}:wait:count
+-- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[6] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[8] marks: agentplane:{<tenant>}:mark
+-- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[10] replies: agentplane:{<tenant>}:reply
+-- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the wait's run
 -- ARGV[2] effect: the wait's effect
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
@@ -28,15 +27,16 @@ return guard(function()
   local run, effect = ARGV[1], ARGV[2]
   local wid = enc_pair(run, effect)
   local attrs, rows = wait_read(wid)
-  local held = redis.call("HGET", K.ledger, wid)
+  local _, held = mark_read(wid)
   local f = held and event_read(held)
   if held and (not f or f[E_STATE] ~= "held" or f[E_RUN] ~= run or f[E_EFFECT] ~= effect) then
-    corrupt("claim", wid, "ledger entry names a row not held for its wait")
+    corrupt("claim", wid, "mark names a row not held for its wait")
   end
   retire_wait(wid, attrs, rows)
-  -- Only this wait's claim is shed; the run's other waits keep theirs.
+  -- Only this wait's claim is shed (its mark went with the wait); the run's
+  -- other waits keep theirs.
   if held then
-    shed(held, f, wid)
+    shed(held, f)
   end
   return words("OK")
 end)

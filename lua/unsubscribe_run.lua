@@ -5,16 +5,15 @@
 -- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
 -- KEYS[4] dead: agentplane:{<tenant>}:event:dead
 -- KEYS[5] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[6] ledger: agentplane:{<tenant>}:claim
--- KEYS[7] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[8] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[9] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[10] electable: agentplane:{<tenant>}:wait:match
--- KEYS[11] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[12] marks: agentplane:{<tenant>}:mark
--- KEYS[13] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[14] replies: agentplane:{<tenant>}:reply
--- KEYS[15] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[6] wait_count: agentplane:{<tenant>}:wait:count
+-- KEYS[7] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[8] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[9] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[10] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[11] marks: agentplane:{<tenant>}:mark
+-- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[13] replies: agentplane:{<tenant>}:reply
+-- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] run: the run
 -- ARGV[2..] unanswered: effects whose answer the journal lacks
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)

@@ -4,7 +4,7 @@ The auditor decodes rows and members itself (netstrings, components, instants
 as docs/keys.md describes them), independently of the library, and checks the
 contract's invariants (2.6): every index entry points at a row in the state
 that index is for, and every row sits in exactly the indexes its state
-requires; the ledger names held rows of its own wait; counts agree.
+requires; the marks (the claim ledger) name held rows of their own wait; counts agree.
 
 ``load`` is one worker process: a seeded mix of operations over the whole
 surface on a shared tenant, every acknowledged result appended to a log, and
@@ -83,7 +83,11 @@ class Audit:
 
     def run(self) -> dict[str, int]:
         events = self.h("event")
-        ledger = self.h("claim")
+        # A mark is "parked_at" or "parked_at eid": the held rows are the ledger.
+        marks = self.h("mark")
+        for value in marks.values():
+            assert re.fullmatch(rb"-?\d+( .+)?", value, re.S), f"mark {value!r}"
+        ledger = {wid: v.split(b" ", 1)[1] for wid, v in marks.items() if b" " in v}
         want: dict[str, set[bytes]] = defaultdict(set)
         counts: dict[str, int] = defaultdict(int)
         for eid, raw in events.items():
@@ -115,16 +119,17 @@ class Audit:
             has_payload = f[-1] != b""
             assert has_payload == (state != b"consumed" and not erased), f"payload of {raw!r}"
         for wid, eid in ledger.items():
+            assert eid in events, "a mark names a row that does not exist"
             f = netstrings(events[eid])
-            assert f[1] == b"held" and comp(f[8]) + comp(f[9]) == wid, "ledger names another"
+            assert f[1] == b"held" and comp(f[8]) + comp(f[9]) == wid, "a mark names another's row"
         for key in ("event:live", "event:live:key", "event:consumed"):
             assert self.z(key) == want[key], f"{key} disagrees with the rows"
         assert self.z("event:dead") == want["event:dead"], "event:dead disagrees with the rows"
-        self.waits(ledger)
+        self.waits()
         self.timers()
         return dict(counts)
 
-    def waits(self, ledger: dict[bytes, bytes]) -> None:
+    def waits(self) -> None:
         marks, seals = self.h("mark"), self.h("seal")
         wait_keys, order = self.z("wait:key"), self.z("wait:order")
         match, by_sender = self.z("wait:match"), self.z("wait:match:sender")
@@ -156,8 +161,6 @@ class Audit:
         index = self.z("mark:index")
         assert {m[1:] for m in index} == set(marks), "mark:index disagrees with the marks"
         assert len(index) == len(marks), "a mark in two classes"
-        for wid in ledger:
-            assert wid in marks, "a wait holding a claim is not parked"
 
     def scored(self, suffix: str) -> dict[bytes, float]:
         return dict(self.c.zrange(self.p + suffix, 0, -1, withscores=True))

@@ -80,8 +80,9 @@ def test_racing_events_and_waits_pair_exactly_once(url):
     # The ordering rule: whichever side searched second found the other, so all meet.
     assert len(by_event) == stats.claimed == 2 * per
     assert (stats.live, stats.waits, stats.parked) == (0, 2 * per, 2 * per)
-    ledger = store.client.hgetall(store.keys.key("ledger"))
-    assert len(ledger) == len(set(ledger.values())) == 2 * per
+    marks = store.client.hgetall(store.keys.key("marks")).values()
+    held = [mark.split(b" ", 1)[1] for mark in marks if b" " in mark]
+    assert len(held) == len(set(held)) == 2 * per
 
 
 @pytest.mark.parametrize("sweepers", [2, 8])

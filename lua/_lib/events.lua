@@ -1,4 +1,4 @@
--- Event rows, their indexes and the claim ledger.
+-- Event rows and their indexes.
 --
 -- Row fields (netstrings): tag "e1", state (live | held | consumed | dead),
 -- source, id, kind, received_at, minter actor, minter basis, holder run,
@@ -7,8 +7,10 @@
 -- the payload's JSON text ("" for null: consumed and erased rows). Replies
 -- carry a row without its payload field and the payload beside it
 -- (event_reply), so that a remembered reply can withhold it.
--- A live row sits in the live indexes; a held row has one ledger entry; a
--- consumed or dead row sits in its retention index (consumed, dead).
+-- A live row sits in the live indexes; a held row is named by its wait's mark
+-- (waits.lua); a consumed or dead row sits in its retention index (consumed, dead).
+-- A claim ends with its wait's mark: whoever sheds, releases or kills a held
+-- row clears the holder's mark in the same call (or writes it anew without it).
 
 local E_STATE, E_SOURCE, E_ID, E_KIND, E_RECEIVED = 2, 3, 4, 5, 6
 local E_ACTOR, E_BASIS, E_RUN, E_EFFECT, E_CLAIMED = 7, 8, 9, 10, 11
@@ -260,26 +262,18 @@ local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state
   return f
 end
 
--- Holds the row for wait (run, effect) with claimed_at = at, and writes the
--- ledger; returns the row packed. wid: the wait's id, when the caller has it.
-local function hold(eid, f, run, effect, at, wid)
+-- Holds the row for wait (run, effect) with claimed_at = at; returns the row
+-- packed. The caller parks the wait holding it (park's held).
+local function hold(eid, f, run, effect, at)
   if f[E_STATE] == "live" then
     live_index(eid, f, false)
   end
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "held", run, effect, decimal(at)
-  local row = event_write(eid, f)
-  redis.call("HSET", K.ledger, wid or enc_pair(run, effect), eid)
-  return row
-end
-
-local function ledger_remove(eid, f, wid)
-  redis.call("HDEL", K.ledger, wid or enc_pair(f[E_RUN], f[E_EFFECT]))
+  return event_write(eid, f)
 end
 
 -- held -> consumed: the payload goes; identity, keys, minter and holder stay.
--- wid: the holder's id, when the caller has it.
-local function shed(eid, f, wid)
-  ledger_remove(eid, f, wid)
+local function shed(eid, f)
   f[E_STATE], f[#f] = "consumed", ""
   event_write(eid, f)
   redis.call("ZADD", K.consumed, "0", instant_key_of(f[E_RECEIVED]) .. eid)
@@ -287,7 +281,6 @@ end
 
 -- held -> live at the original received_at, payload intact.
 local function release(eid, f)
-  ledger_remove(eid, f)
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "live", "", "", ""
   event_write(eid, f)
   live_index(eid, f, true)
@@ -297,8 +290,6 @@ end
 local function kill(eid, f, reason)
   if f[E_STATE] == "live" then
     live_index(eid, f, false)
-  elseif f[E_STATE] == "held" then
-    ledger_remove(eid, f)
   end
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f[E_REASON] = "dead", "", "", "", reason
   event_write(eid, f)

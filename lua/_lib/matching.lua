@@ -12,13 +12,13 @@ end
 -- kind, from and nv_list come from the caller's subscription; attrs are the
 -- wait's stored attributes, nil when it is not registered, or a function that
 -- reads them (called, before any write, only when the wait is not parked yet);
--- marked: whether the wait is parked, when the caller knows (nil: read here);
+-- marked: the wait's mark (false: none), when the caller has read it (nil: read here);
 -- rows: its key rows when the caller has read them, UNLISTED for a wait with no
 -- key rows in the election indexes, else nil (a function for attrs reads both);
 -- sealed: whether the run is sealed, when the caller knows (nil: read if needed).
 local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, rows, sealed)
   if marked == nil then
-    marked = is_marked(wid)
+    marked = redis.call("HGET", K.marks, wid)
   end
   local function attributes()
     if type(attrs) == "function" then
@@ -28,20 +28,19 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
     end
     return attrs
   end
-  local held = redis.call("HGET", K.ledger, wid)
+  local held = mark_held(marked)
   if held then
     -- Own-claim recovery: the only event a wait holding a claim can get.
     local f = event_read(held)
     if not f or f[E_STATE] ~= "held" or f[E_RUN] ~= run or f[E_EFFECT] ~= effect then
-      corrupt("claim", wid, "ledger entry names a row not held for its wait")
+      corrupt("claim", wid, "mark names a row not held for its wait")
     end
     if f[E_KIND] ~= kind or (from ~= "" and f[E_SOURCE] ~= from) or not event_has_key(f, nv_set(nv_list)) then
       return nil
     end
-    local in_force = not marked and attributes() or nil
     f[E_CLAIMED] = decimal(at)
     local row = event_write(held, f)
-    park(run, wid, in_force, at, rows, sealed)
+    park(run, wid, nil, at, rows, sealed, held)
     return held, f, row
   end
   if marked then
@@ -56,8 +55,8 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
         corrupt("index", m, "live index names a row that is not live")
       end
       local in_force = attributes()
-      local row = hold(eid, f, run, effect, at, wid)
-      park(run, wid, in_force, at, rows, sealed)
+      local row = hold(eid, f, run, effect, at)
+      park(run, wid, in_force, at, rows, sealed, eid)
       return eid, f, row
     end
   end
@@ -127,14 +126,14 @@ local function elect(eid, f, at, nv_list)
     return nil
   end
   local reply = sub_reply(run, effect, wid, attrs, rows)
-  hold(eid, f, run, effect, at, wid)
-  park(run, wid, attrs, at, rows, false)
+  hold(eid, f, run, effect, at)
+  park(run, wid, attrs, at, rows, false, eid)
   return reply
 end
 
 -- The rows a run holds claims on, in (received_at, source, id) order, checked.
--- A wait holding a claim is parked, so the run's claims are the ledger entries
--- of its marks, of every class.
+-- A wait holding a claim is parked, its mark naming the row, so the run's
+-- claims are named by its marks, of every class.
 local function run_claims(run)
   local prefix, wids = enc(run), {}
   for _, class in ipairs({ "L", "B", "S" }) do
@@ -143,7 +142,8 @@ local function run_claims(run)
     end
   end
   local eids, holders = {}, {}
-  for i, eid in ipairs(#wids > 0 and hmget_all(K.ledger, wids) or {}) do
+  for i, mark in ipairs(#wids > 0 and hmget_all(K.marks, wids) or {}) do
+    local eid = mark_held(mark)
     if eid then
       eids[#eids + 1], holders[#eids + 1] = eid, wids[i]
     end
@@ -152,7 +152,7 @@ local function run_claims(run)
   for i, raw in ipairs(#eids > 0 and hmget_all(K.events, eids) or {}) do
     local f = raw and event_parse(eids[i], raw)
     if not f or f[E_STATE] ~= "held" or f[E_RUN] ~= run then
-      corrupt("claim", holders[i], "ledger names a row not held by its run")
+      corrupt("claim", holders[i], "mark names a row not held by its run")
     end
     out[i] = { eid = eids[i], f = f, order = instant_key_of(f[E_RECEIVED]) .. eids[i] }
   end

@@ -8,10 +8,11 @@
 -- value" in wait_order. wait_count counts registered waits. A key row is in
 -- an election index (electable, or electable_by_sender when from_source is
 -- set) exactly while its wait is unparked and its run unsealed, so elections
--- never pass over anything. A mark is marks[wid] = parked_at plus one
--- mark_index member: "L" . wid (registered, run unsealed: listed by
--- parked_waits), "B" . wid (bare) or "S" . wid (run sealed: retired by
--- parked_waits).
+-- never pass over anything. A mark is marks[wid] = parked_at, then for a
+-- wait holding a claim a space and the eid of the row it holds (the claim
+-- ledger: a wait holding a claim is parked), plus one mark_index member:
+-- "L" . wid (registered, run unsealed: listed by parked_waits), "B" . wid
+-- (bare) or "S" . wid (run sealed: retired by parked_waits).
 --
 -- Attributes travel as they are stored: a table {text, kind, from_source}
 -- of the key rows' attribute text ("attrs" above) and its kind and
@@ -68,6 +69,27 @@ local function is_marked(wid)
   return redis.call("HEXISTS", K.marks, wid) == 1
 end
 
+-- The eid of the row a mark's value says its wait holds; nil when none (or no mark).
+local function mark_held(mark)
+  local space = mark and string.find(mark, " ", 1, true)
+  return space and string.sub(mark, space + 1) or nil
+end
+
+-- A mark's parked_at (decimal ms); "" for no mark.
+local function mark_parked_at(mark)
+  if not mark then
+    return ""
+  end
+  local space = string.find(mark, " ", 1, true)
+  return space and string.sub(mark, 1, space - 1) or mark
+end
+
+-- The wait's mark, as stored, and the eid of the row it holds; false, nil without one.
+local function mark_read(wid)
+  local mark = redis.call("HGET", K.marks, wid)
+  return mark, mark_held(mark)
+end
+
 -- The wait's key rows (wait_read's), none when it is not registered.
 local function key_rows(wid)
   local _, rows = wait_read(wid)
@@ -114,7 +136,7 @@ local function elect_new(wid, attrs, added, at)
 end
 
 -- Adds the key rows the wait lacks (created_at = at); a new wait takes attrs.
--- Returns the attributes in force, whether the wait is marked, whether its run
+-- Returns the attributes in force, its mark (false: none), whether its run
 -- is sealed, the ns values of the rows it added, whether the wait was
 -- registered before, and its key rows before this call (nil when it was not).
 -- electable = false leaves new rows out of the election indexes (the caller
@@ -122,7 +144,7 @@ end
 -- before then has none in them (UNLISTED).
 local function register(run, wid, attrs, nv_list, at, electable)
   local stored, rows = wait_read(wid)
-  local marked, sealed = is_marked(wid), is_sealed(run)
+  local marked, sealed = redis.call("HGET", K.marks, wid), is_sealed(run)
   local in_force = stored or attrs
   local at_key = instant_key(at)
   local have = {}
@@ -153,12 +175,14 @@ local function register(run, wid, attrs, nv_list, at, electable)
   return in_force, marked, sealed, added, stored ~= nil, rows
 end
 
--- Sets the wait's mark to parked_at = at; attrs is nil for an unregistered wait
--- (a wait parked already needs none); rows: its key_rows, when the caller has
--- read them, or UNLISTED; sealed: whether its run is sealed, when the caller
--- knows (a wait from an election index: not sealed), else nil.
-local function park(run, wid, attrs, at, rows, sealed)
-  if redis.call("HSET", K.marks, wid, decimal(at)) == 0 then
+-- Sets the wait's mark to parked_at = at, holding the row held (an eid) when
+-- given; attrs is nil for an unregistered wait (a wait parked already needs
+-- none); rows: its key_rows, when the caller has read them, or UNLISTED;
+-- sealed: whether its run is sealed, when the caller knows (a wait from an
+-- election index: not sealed), else nil.
+local function park(run, wid, attrs, at, rows, sealed, held)
+  local parked_at = decimal(at)
+  if redis.call("HSET", K.marks, wid, held and parked_at .. " " .. held or parked_at) == 0 then
     return -- parked already: only parked_at changes
   end
   if sealed == nil then
