@@ -266,10 +266,9 @@ def _attempts(conn: Any, packed: bytes, again: Callable[[], bytes] | None) -> Ca
     sends = [packed]
 
     def attempt() -> Any:
-        if len(sends) == 1:
-            sends.append(again())
-            return _round_trip(conn, sends[0])
-        return _round_trip(conn, sends[1])
+        if sends:
+            return _round_trip(conn, sends.pop())
+        return _round_trip(conn, again())
 
     return attempt
 
@@ -292,10 +291,9 @@ class AsyncWire(Wire):
         sends = [packed]
 
         async def attempt() -> Any:
-            if again is not None and len(sends) == 1:
-                sends.append(again())
-                return await _async_round_trip(conn, sends[0])
-            return await _async_round_trip(conn, sends[-1])
+            if sends:
+                return await _async_round_trip(conn, sends.pop())
+            return await _async_round_trip(conn, packed if again is None else again())
 
         try:
             return await conn.retry.call_with_retry(attempt, lambda _error: conn.disconnect())
