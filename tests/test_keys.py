@@ -349,6 +349,62 @@ def test_an_event_row_is_packed_as_pack_packs_it(raw, fields):
     assert packed == event_packed == pack_row(fields)
 
 
+EVENT_PATCHES = (
+    CODEC
+    + "local K = { events = KEYS[1], consumed = KEYS[2] }\n"
+    + expand(lua_root(), "_lib/core.lua")
+    + expand(lua_root(), "_lib/events.lua")
+    + """
+-- ARGV: a held row's text, then claimed_at: the row re-stamped and shed, as
+-- patched (when event_fields read it the usual way) and as packed anew.
+local out = {}
+local f = event_fields(ARGV[1])
+out[1] = f.raw and "patched" or "written"
+local base = event_restamp("e", f, ARGV[2])
+out[2], out[3] = redis.call("HGET", K.events, "e"), base
+f = event_fields(out[2])
+shed("e", f)
+out[4] = redis.call("HGET", K.events, "e")
+local g = event_fields(ARGV[1])
+g[E_CLAIMED] = ARGV[2]
+out[5], out[6] = event_pack(g), event_base(g)
+g[E_STATE], g[#g] = "consumed", ""
+out[7] = event_pack(g)
+redis.call("DEL", K.events, K.consumed)
+return out
+"""
+)
+
+ROW_FIELD = st.text(st.characters(codec="utf-8", exclude_characters=","), max_size=14) | TEXT
+
+
+@on_a_server(60)
+@given(
+    st.lists(ROW_FIELD, min_size=8, max_size=8),
+    st.lists(ROW_FIELD.filter(bool), min_size=2, max_size=6).filter(lambda k: len(k) % 2 == 0),
+    st.text(max_size=40),
+    st.integers(MIN_INSTANT, MAX_INSTANT).map(str),
+    st.integers(MIN_INSTANT, MAX_INSTANT).map(str),
+)
+def test_a_held_row_patched_in_place_is_the_row_written_anew(
+    raw, fields, keys, payload, received, at
+):
+    """A claim re-stamped (claim_for's own-claim recovery) and a claim shed
+    (unsubscribe) patch the stored text where the fields sit: exactly the bytes
+    of the row packed anew, for rows the usual read takes (one key, no comma)
+    and the others."""
+    source, id_, kind, actor, basis, run, effect, claimed = (f.encode() for f in fields)
+    row = [b"e1", b"held", source or b"s", id_ or b"i", kind or b"k", received.encode()]
+    row += [actor, basis, run or b"r", effect or b"e", claimed, b"", b"0", b"0"]
+    row += [k.encode() for k in keys] + [payload.encode()]
+    how, stamped, base, consumed, want, want_base, want_consumed = raw.eval(
+        EVENT_PATCHES, 2, "{t}:event", "{t}:event:consumed", pack_row(row), at
+    )
+    assert (stamped, base, consumed) == (want, want_base, want_consumed)
+    usual = len(keys) == 2 and all(b"," not in f for f in row[:-1])
+    assert how == (b"patched" if usual else b"written")
+
+
 LUA_INSTANT_TEXT = (
     CODEC
     + """

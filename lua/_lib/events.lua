@@ -67,16 +67,19 @@ end
 
 -- An event row's fourteen fixed fields, when none holds a comma (the usual
 -- row): one match reads them with their lengths, which are checked, for a
--- fraction of reading them field by field.
+-- fraction of reading them field by field (and where claimed_at sits).
 local EVENT_HEAD = "^(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),"
-  .. "(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),()"
+  .. "(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),()(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),()"
 -- Then one correlation key and the payload's length, the usual rest.
 local EVENT_ONE_KEY = "^(%d+:)([^,]*),(%d+:)([^,]*),(%d+):()"
 
--- A stored row's fields (unpack_row's), or nil when it is not a row.
+-- A stored row's fields (unpack_row's), or nil when it is not a row. A usual
+-- row's table also keeps the stored text (raw) with where claimed_at's field
+-- (at_claimed) and the payload's (at_payload) start, which event_restamp and
+-- shed patch instead of writing the row anew.
 local function event_fields(raw)
   local match, L = string.match, LENGTH
-  local a1, f1, a2, f2, a3, f3, a4, f4, a5, f5, a6, f6, a7, f7, a8, f8, a9, f9, a10, f10, a11, f11, a12, f12, a13, f13, a14, f14, pos =
+  local a1, f1, a2, f2, a3, f3, a4, f4, a5, f5, a6, f6, a7, f7, a8, f8, a9, f9, a10, f10, p11, a11, f11, a12, f12, a13, f13, a14, f14, pos =
     match(raw, EVENT_HEAD)
   if
     not pos
@@ -94,7 +97,10 @@ local function event_fields(raw)
   if at and (L[#ns] or length_colon(#ns)) == b1 and (L[#value] or length_colon(#value)) == b2 then
     local stop = at + tonumber(len)
     if stop == #raw and string.byte(raw, stop) == 44 and (len == "0" or string.byte(len) ~= 48) then
-      return { f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, ns, value, string.sub(raw, at, stop - 1) }
+      return {
+        f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, ns, value, string.sub(raw, at, stop - 1),
+        raw = raw, at_claimed = p11, at_payload = at - #len - 1,
+      }
     end
   end
   return unpack_row(raw, { f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14 }, pos, 14)
@@ -172,6 +178,7 @@ end
 
 -- Writes the row; returns it packed without its payload (event_base).
 local function event_write(eid, f)
+  f.raw = nil -- no longer the stored text
   local base = event_base(f)
   redis.call("HSET", K.events, eid, event_stored(f, base))
   return base
@@ -272,10 +279,36 @@ local function hold(eid, f, run, effect, at)
   return event_write(eid, f)
 end
 
+-- Sets the held row's claimed_at; returns its text without its payload
+-- (event_write's). A row as event_fields read it, unchanged, is patched where
+-- the field sits.
+local function event_restamp(eid, f, claimed)
+  local raw, at = f.raw, f.at_claimed
+  local old = f[E_CLAIMED]
+  f[E_CLAIMED] = claimed
+  if not raw then
+    return event_write(eid, f)
+  end
+  local rest = at + #(LENGTH[#old] or length_colon(#old)) + #old -- the field's comma
+  local head = string.sub(raw, 1, at - 1) .. (LENGTH[#claimed] or length_colon(#claimed)) .. claimed
+  local stored = head .. string.sub(raw, rest)
+  redis.call("HSET", K.events, eid, stored)
+  f.raw = nil
+  return string.sub(stored, 1, f.at_payload + #head - rest)
+end
+
 -- held -> consumed: the payload goes; identity, keys, minter and holder stay.
+-- A held row as event_fields read it, unchanged, is patched: its state, and
+-- its payload emptied.
 local function shed(eid, f)
+  local raw = f[E_STATE] == "held" and f.raw
   f[E_STATE], f[#f] = "consumed", ""
-  event_write(eid, f)
+  if raw then
+    redis.call("HSET", K.events, eid, "2:e1,8:consumed," .. string.sub(raw, 13, f.at_payload - 1) .. "0:,")
+    f.raw = nil
+  else
+    event_write(eid, f)
+  end
   redis.call("ZADD", K.consumed, "0", instant_key_of(f[E_RECEIVED]) .. eid)
 end
 

@@ -38,8 +38,7 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
     if f[E_KIND] ~= kind or (from ~= "" and f[E_SOURCE] ~= from) or not event_has_key(f, nv_set(nv_list)) then
       return nil
     end
-    f[E_CLAIMED] = decimal(at)
-    local row = event_write(held, f)
+    local row = event_restamp(held, f, decimal(at))
     park(run, wid, nil, at, rows, sealed, held)
     return held, f, row
   end
