@@ -26,6 +26,16 @@ return guard(function()
   if not attrs then
     return words("NONE")
   end
-  timers_delete(timers_checked({ { tid = tid, m = timer_member(tid, attrs) } }))
+  -- Unheld, its member leaves the walk; else it must be held, and leaves both
+  -- held sets. In neither, it is corrupt, and nothing was written.
+  local m = timer_member(tid, attrs)
+  if redis.call("ZREM", K.timer_walk, m) == 0 then
+    if redis.call("ZREM", K.timer_held, m) == 0 then
+      corrupt("index", m, "a timer's row is in no walk")
+    end
+    redis.call("ZREM", K.timer_held_fire, m)
+  end
+  redis.call("HDEL", K.timer_bucket, tid)
+  redis.call("HDEL", K.timer_claims, tid)
   return words("REMOVED")
 end)

@@ -224,6 +224,24 @@ def test_a_damaged_walk_entry_is_refused(store, raw, tail):
         assert snapshot(raw) == before
 
 
+@pytest.mark.parametrize("claimed", [False, True])
+def test_a_timer_row_in_no_walk_is_refused_by_disarm(store, raw, claimed):
+    """A timer whose row is in its bucket but whose member is in neither the walk nor
+    the held sets: disarm reports CorruptRow and writes nothing."""
+    from helpers import timer
+
+    store.timers.arm(timer("r", "t", 0))
+    if claimed:
+        store.timers.claim_due(now=at(10))
+    member = tuple_member(("r", "t")) + b"0f"
+    for role in ("timer_walk", "timer_held", "timer_held_fire"):
+        raw.zrem(store.keys.key(role), member)
+    before = snapshot(raw)
+    with pytest.raises(CorruptRow, match="no walk"):
+        store.timers.disarm("r", "t")
+    assert snapshot(raw) == before
+
+
 def test_a_corrupt_timer_after_a_sealed_one_leaves_the_walk_unwritten(store, raw):
     """claim_due retires a sealed run's timers and claims others in one step; a corrupt
     member met later on the same walk is refused before either is written."""
