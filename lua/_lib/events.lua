@@ -10,7 +10,7 @@
 -- A live row sits in the live indexes; a held row is named by its wait's mark
 -- (waits.lua); a consumed or dead row sits in its retention index (consumed, dead).
 -- A claim ends with its wait's mark: whoever sheds, releases or kills a held
--- row clears the holder's mark in the same call (or writes it anew without it).
+-- row clears the holder's mark in the same call.
 
 local E_STATE, E_SOURCE, E_ID, E_KIND, E_RECEIVED = 2, 3, 4, 5, 6
 local E_ACTOR, E_BASIS, E_RUN, E_EFFECT, E_CLAIMED = 7, 8, 9, 10, 11
