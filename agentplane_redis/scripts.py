@@ -239,9 +239,17 @@ class LuaLibrary:
 
 #: Where each operation's callback starts: the call's keys, token and arguments bound
 #: to the library's upvalues that the helpers read, and the clock read afresh. Each
-#: operation names its keys by role with a table constructor of its own (``bind``),
-#: which Lua sizes once, instead of a table grown role by role.
-_ENTRY = """local function entry(op, bind, writes, bucketed)
+#: operation names its keys by role in a table of its own, made once and written
+#: anew by each call (``bound``), so a call allocates no table for them.
+_ENTRY = """local function bound(fill)
+  local k = {}
+  return function(keys)
+    fill(k, keys)
+    return k
+  end
+end
+
+local function entry(op, bind, writes, bucketed)
   return function(keys, args)
     KEYS, K, server_ms = keys, bind(keys), nil
     if writes then -- the call token and the acknowledged tokens come last
@@ -261,6 +269,14 @@ _ENTRY = """local function entry(op, bind, writes, bucketed)
     return op()
   end
 end"""
+
+
+def key_binding(roles: tuple[str, ...]) -> str:
+    """The Lua expression that binds an operation's keys by role (``_ENTRY``'s
+    ``bind``): one table, filled anew by each call."""
+    fields = ", ".join(f"k.{role}" for role in roles)
+    values = ", ".join(f"keys[{i}]" for i in range(1, len(roles) + 1))
+    return f"bound(function(k, keys) {fields} = {values} end)"
 
 
 _VERSION = "@VERSION@"
@@ -309,8 +325,7 @@ def build_library(
     ]
     registered = []
     for name, script in scripts.items():
-        roles = ", ".join(f"{role} = keys[{i}]" for i, role in enumerate(script.roles, 1))
-        bind = f"function(keys) return {{ {roles} }} end"
+        bind = key_binding(script.roles)
         declared = (*(() if script.writes else ("no-writes",)), *script.flags)
         quoted = ", ".join(f'"{flag}"' for flag in declared)
         flags = f", flags = {{ {quoted} }}" if declared else ""

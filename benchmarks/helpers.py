@@ -20,7 +20,7 @@ import redis
 from targets import server_mean, server_version
 
 from agentplane_redis.embedded import Server
-from agentplane_redis.scripts import catalogue, library
+from agentplane_redis.scripts import catalogue, key_binding, library
 
 RUNS = 100
 EVENT_ROW = (
@@ -56,7 +56,6 @@ def source() -> str:
     lib = library()
     body = lib.source.replace(f"#!lua name={lib.name}", "#!lua name=agentplane_helpers", 1)
     roles = catalogue()["deliver"].roles
-    bind = ", ".join(f"{role} = keys[{i}]" for i, role in enumerate(roles, 1))
     names = ", ".join(f'"{role}"' for role in roles)
     keys = ", ".join(f'"agentplane:{{bench}}:{role}"' for role in roles)
     inputs = f"""
@@ -69,7 +68,7 @@ local SUB = {{ "run-1", "await-payment", "payment.settled 0f  ", {{ "order", "A-
 local KEYS18 = {{ {keys} }}
 local ARGS12 = {{ "1797000000000abcdef0123456789", "", "1767225600000", "stripe", "evt_1",
   "payment.settled", "{{}}", "", "", "order", "A-1", "" }}
-local ENTER = entry(function() return 1 end, function(keys) return {{ {bind} }} end, true)
+local ENTER = entry(function() return 1 end, {key_binding(roles)}, true)
 local ROLES = {{ {names} }}
 local function BY_ROLES(keys, args)
   local bound, copied = {{}}, {{}}

@@ -48,7 +48,7 @@ from targets import TRIVIAL, at, event, fill, server_version, wait
 from agentplane_redis import RedisStore, Timer
 from agentplane_redis.embedded import Server
 from agentplane_redis.keys import TenantKeys
-from agentplane_redis.scripts import catalogue, library
+from agentplane_redis.scripts import catalogue, key_binding, library
 
 #: The targets, as multiples of the trivial script (docs/performance.md, "Where it stands").
 TARGETS = {"event life": 30, "timer life": 15, "timer life, completed by disarm_many": 10}
@@ -156,10 +156,9 @@ def write_parts(server: Counted, client: redis.Redis, n: int) -> dict[str, float
     a one-element reply. Tokens are acknowledged eight at a time, as a store does."""
     lib = library()
     roles = catalogue()["arm"].roles
-    bind = ", ".join(f"{role} = keys[{i}]" for i, role in enumerate(roles, 1))
     source = lib.source.replace(f"#!lua name={lib.name}", "#!lua name=agentplane_parts", 1)
     source = source.replace(f"agentplane_{lib.version}_", "agentplane_parts_")
-    bound = f"function(keys) return {{ {bind} }} end"
+    bound = key_binding(roles)
     source += f"""
 redis.register_function("part_empty", function() return 1 end)
 redis.register_function("part_entered", entry(function() return {{ "NEW" }} end, {bound}, true))
