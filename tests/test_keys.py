@@ -351,7 +351,7 @@ def test_an_event_row_is_packed_as_pack_packs_it(raw, fields):
 
 EVENT_PATCHES = (
     CODEC
-    + "local K = { events = KEYS[1], consumed = KEYS[2] }\n"
+    + "local K = { events = KEYS[1], consumed = KEYS[2], live = KEYS[3], live_by_key = KEYS[4] }\n"
     + expand(lua_root(), "_lib/core.lua")
     + expand(lua_root(), "_lib/events.lua")
     + """
@@ -370,6 +370,15 @@ g[E_CLAIMED] = ARGV[2]
 out[5], out[6] = event_pack(g), event_base(g)
 g[E_STATE], g[#g] = "consumed", ""
 out[7] = event_pack(g)
+-- ARGV[3]: the same row live, without a claim: held by (ARGV[4], ARGV[5]) at ARGV[2].
+f = event_fields(ARGV[3])
+out[8] = f.raw and "patched" or "written"
+out[9] = hold("e", f, ARGV[4], ARGV[5], tonumber(ARGV[2]))
+out[10] = redis.call("HGET", K.events, "e")
+g = event_fields(ARGV[3])
+g[E_STATE], g[E_RUN], g[E_EFFECT] = "held", ARGV[4], ARGV[5]
+g[E_CLAIMED] = decimal(tonumber(ARGV[2]))
+out[11], out[12] = event_base(g), event_pack(g)
 redis.call("DEL", K.events, K.consumed)
 return out
 """
@@ -389,20 +398,29 @@ ROW_FIELD = st.text(st.characters(codec="utf-8", exclude_characters=","), max_si
 def test_a_held_row_patched_in_place_is_the_row_written_anew(
     raw, fields, keys, payload, received, at
 ):
-    """A claim re-stamped (claim_for's own-claim recovery) and a claim shed
-    (unsubscribe) patch the stored text where the fields sit: exactly the bytes
-    of the row packed anew, for rows the usual read takes (one key, no comma)
-    and the others."""
+    """A claim re-stamped (claim_for's own-claim recovery), a claim shed
+    (unsubscribe) and a live row held (a claim or an election) patch the stored
+    text where the fields sit: exactly the bytes of the row packed anew, for rows
+    the usual read takes (one key, no comma) and the others."""
     source, id_, kind, actor, basis, run, effect, claimed = (f.encode() for f in fields)
     row = [b"e1", b"held", source or b"s", id_ or b"i", kind or b"k", received.encode()]
     row += [actor, basis, run or b"r", effect or b"e", claimed, b"", b"0", b"0"]
     row += [k.encode() for k in keys] + [payload.encode()]
-    how, stamped, base, consumed, want, want_base, want_consumed = raw.eval(
-        EVENT_PATCHES, 2, "{t}:event", "{t}:event:consumed", pack_row(row), at
+    live = [*row[:1], b"live", *row[2:8], b"", b"", b"", *row[11:]]
+    holder = (run or b"r", effect or b"e")
+    out = raw.eval(
+        EVENT_PATCHES,
+        4,
+        *("{t}:event", "{t}:event:consumed", "{t}:event:live", "{t}:event:live:key"),
+        *(pack_row(row), at, pack_row(live), *holder),
     )
+    how, stamped, base, consumed, want, want_base, want_consumed = out[:7]
     assert (stamped, base, consumed) == (want, want_base, want_consumed)
-    usual = len(keys) == 2 and all(b"," not in f for f in row[:-1])
-    assert how == (b"patched" if usual else b"written")
+    held_how, held_base, held, want_held_base, want_held = out[7:]
+    assert (held_base, held) == (want_held_base, want_held)
+    for fields_, read in ((row, how), (live, held_how)):
+        usual = len(keys) == 2 and all(b"," not in f for f in fields_[:-1])
+        assert read == (b"patched" if usual else b"written")
 
 
 LUA_INSTANT_TEXT = (
