@@ -279,10 +279,10 @@ local function hold(eid, f, run, effect, at)
   local claimed = decimal(at)
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "held", run, effect, claimed
   -- A live row as event_fields read it, unchanged, is patched: its state, and
-  -- its holder and claimed_at, the three empty fields before its reason.
-  local p = f.at_claimed
-  if raw and string.sub(raw, 1, 12) == "2:e1,4:live," and string.sub(raw, p - 6, p + 2) == "0:,0:,0:," then
-    local L = LENGTH
+  -- its holder and claimed_at, the three empty fields before its reason (a
+  -- read row is checked, so a live one begins "2:e1,4:live," and has no claim).
+  if raw then
+    local L, p = LENGTH, f.at_claimed
     local base = "2:e1,4:held," .. string.sub(raw, 13, p - 7) .. (L[#run] or length_colon(#run)) .. run .. ","
       .. (L[#effect] or length_colon(#effect)) .. effect .. "," .. (L[#claimed] or length_colon(#claimed)) .. claimed
       .. "," .. string.sub(raw, p + 3, f.at_payload - 1)
