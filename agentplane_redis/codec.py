@@ -11,10 +11,10 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from .errors import CorruptRow, InvalidInput
-from .keys import split_components, unpack_ascii_row, unpack_row
+from .keys import INSTANT_OFFSET, ROW_STATES, split_components, unpack_event_row
 from .model import (
     JSON,
     CorrelationKey,
@@ -494,62 +494,67 @@ def stored_step(what: str, field: bytes | str) -> int:
     return int(s)
 
 
-def _fields(what: str, row: object, tag: bytes, count: int | None = None) -> list[str]:
-    data = raw(row)
-    fast = unpack_ascii_row(data)
-    if fast is not None and fast and fast[0] == tag.decode("ascii"):
-        if count is not None and len(fast) != count:
-            fail_corrupt(what, f"{len(fast)} fields, expected {count}")
-        return fast
-    fields = unpack_row(data)
-    if fields is None or not fields or fields[0] != tag:
-        fail_corrupt(what, "not a row of this library")
-    if count is not None and len(fields) != count:
-        fail_corrupt(what, f"{len(fields)} fields, expected {count}")
-    try:
-        return [f.decode("utf-8") for f in fields]
-    except UnicodeDecodeError:
-        if tag == b"e1" and len(fields) > 3:  # name the event by its identity as stored
-            source, id_ = (f.decode("utf-8", "backslashreplace") for f in fields[2:4])
-            what = f"event ({source!r}, {id_!r})"
-        fail_corrupt(what, "a field is not UTF-8")
+class StoredRow(NamedTuple):
+    """What an event row holds beside its event and received_at."""
+
+    state: str
+    #: (run, effect) of the wait holding or having consumed the row, or None.
+    holder: tuple[str, str] | None
+    claimed_at: datetime | None
+    #: The dead reason as stored ("" for none).
+    reason: str
+    erased: bool
+    targeted: bool
 
 
-_STATES = ("live", "held", "consumed", "dead")
+def _row_instant(what: str, digits: bytes) -> datetime:
+    """An instant a row holds as 16 digits (``keys.instant_member``)."""
+    ms = int(digits) - INSTANT_OFFSET
+    if not MIN_INSTANT <= ms <= MAX_INSTANT:
+        fail_corrupt(what, f"instant {ms} out of range")
+    return to_datetime(ms)
 
 
 def event_row(
     row: object, has_payload: object = b"0", payload: object = b"", *, stored: bool = False
-) -> tuple[InboundEvent, datetime, list[str]]:
-    """The event a row holds, its received_at, and the raw fields. A reply's row
-    comes without its payload field (the payload beside it); a ``stored`` row, as
-    the events hash holds it, ends with it ("" for null)."""
-    f = _fields("event row", row, b"e1")
-    if stored and len(f) > 14:
-        payload = f.pop()
-        has_payload = "1" if payload else "0"
-    what = f"event ({f[2]!r}, {f[3]!r})" if len(f) > 3 else "event row"
-    if len(f) < 14 or (len(f) - 14) % 2:
-        fail_corrupt(what, "wrong number of fields")
-    if f[1] not in _STATES or not (f[2] and f[3] and f[4]):
-        fail_corrupt(what, "bad state or empty identifier")
-    received = stored_instant(what, f[5])
-    if bool(f[6]) != bool(f[7]):
+) -> tuple[InboundEvent, datetime, StoredRow]:
+    """The event of a row as the scripts reply with it: its eid, then the row up to
+    its "\\n" (the payload beside it), or with ``stored`` the whole row as stored
+    (its payload last); with its received_at and the rest the row holds."""
+    data = raw(row)
+    second = data.find(b" ", data.find(b" ") + 1)
+    try:
+        source, id_ = split_components(data[: second + 1]) if second > 0 else ("", "")
+    except (ValueError, UnicodeDecodeError):
+        source = id_ = ""
+    if not (source and id_):
+        fail_corrupt("event row", "not an event's id and row")
+    what = f"event ({source!r}, {id_!r})"
+    f = unpack_event_row(data[second + 1 :])
+    if f is None:
+        fail_corrupt(what, "not an event row")
+    if stored:
+        payload = f[-1]
+        has_payload = b"1" if payload else b"0"
+    state = ROW_STATES[f[0]]
+    try:
+        run, effect, _, kind, actor, basis, reason, *pairs = (v.decode("utf-8") for v in f[4:-1])
+    except UnicodeDecodeError:
+        fail_corrupt(what, "a field is not UTF-8")
+    received = _row_instant(what, f[3])
+    if not kind:
+        fail_corrupt(what, "empty kind")
+    if bool(actor) != bool(basis):
         fail_corrupt(what, "half an operator")
-    if f[12] not in ("0", "1") or f[13] not in ("0", "1"):
-        fail_corrupt(what, "bad mark")
-    claimed = bool(f[8] or f[9] or f[10])
-    if f[1] in ("live", "dead") and claimed:
-        fail_corrupt(what, f"{f[1]} row with a claim")
-    if f[1] in ("held", "consumed"):
-        if not (f[8] and f[9]):
-            fail_corrupt(what, f"{f[1]} row without a holder")
-        _stored_instant(what, f[10])
-    if len(f) == 16:  # the usual one key
-        keys = [CorrelationKey(f[14], f[15])]
+    held = state in ("held", "consumed")
+    if held and not (run and effect):
+        fail_corrupt(what, f"{state} row without a holder")
+    claimed = _row_instant(what, f[6]) if held else None
+    if len(pairs) == 2:  # the usual one key
+        keys = [CorrelationKey(pairs[0], pairs[1])]
     else:
         keys = sorted(
-            {CorrelationKey(f[i], f[i + 1]) for i in range(14, len(f), 2)},
+            {CorrelationKey(pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2)},
             key=lambda k: (k.namespace.encode(), k.value.encode()),
         )
     value: JSON = None
@@ -558,9 +563,11 @@ def event_row(
             value = json.loads(raw(payload))
         except (ValueError, UnicodeDecodeError):
             fail_corrupt(what, "payload is not JSON")
-    by = Operator(f[6], f[7]) if f[6] else None
-    event = InboundEvent(f[2], f[3], f[4], value, tuple(keys), by)
-    return event, received, f
+    by = Operator(actor, basis) if actor else None
+    event = InboundEvent(source, id_, kind, value, tuple(keys), by)
+    holder = (run, effect) if held else None
+    rest = StoredRow(state, holder, claimed, reason, f[1] == b"e", f[2] == b"t")
+    return event, received, rest
 
 
 #: A wait's attributes as its key rows hold them and replies carry them: the kind's
@@ -655,13 +662,11 @@ def timer_claim(timer: Timer, claim: object) -> tuple[int | None, int | None, in
 
 
 def row_minter(row: object) -> Operator | None:
-    """Who minted the event of a stored row that its script has checked whole already
-    (``lua/minter.lua`` refuses a corrupt row as CorruptRow): what is left to check
-    here is what Lua does not, that every field is UTF-8."""
-    fields = _fields("event row", row, b"e1")
-    if len(fields) < 14:
-        fail_corrupt("event row", "wrong number of fields")
-    return Operator(fields[6], fields[7]) if fields[6] else None
+    """Who minted the event of a stored row (its eid first) that its script has
+    checked already (``lua/minter.lua`` refuses a corrupt row as CorruptRow): what
+    is left to check here is what Lua does not, that every field is UTF-8."""
+    event, _, _ = event_row(row, stored=True)
+    return event.by
 
 
 def dead_reason(stored: str) -> str:

@@ -218,10 +218,7 @@ _ESCAPE = re.compile(rb"!(.)", re.DOTALL)
 def component(value: str) -> bytes:
     """One order-preserving, self-delimiting component: the string's UTF-8 with each
     byte 0x00..0x21 written ``!`` and the byte plus 0x40, then a space."""
-    data = value.encode("utf-8")
-    if _ESCAPED.search(data) is None:
-        return data + b" "
-    return _ESCAPED.sub(lambda m: b"!" + bytes([m.group()[0] + 0x40]), data) + b" "
+    return _component_bytes(value.encode("utf-8"))
 
 
 _BODY = re.compile(rb"(?:[^\x00-\x21]|![\x40-\x61])*")
@@ -264,64 +261,50 @@ def event_id(source: str, id: str) -> bytes:
     return tuple_member((source, id))
 
 
-def pack_row(fields: Iterable[bytes]) -> bytes:
-    """A row as netstrings."""
-    return b"".join(b"%d:%s," % (len(f), f) for f in fields)
+def _component_bytes(data: bytes) -> bytes:
+    """``component`` of bytes that may not be UTF-8."""
+    if _ESCAPED.search(data) is None:
+        return data + b" "
+    return _ESCAPED.sub(lambda m: b"!" + bytes([m.group()[0] + 0x40]), data) + b" "
 
 
-def unpack_row(raw: bytes) -> list[bytes] | None:
-    """The fields of a netstring row, or None when it is not one."""
-    # The usual row has no comma inside a field: split at every comma, each piece
-    # is a field exactly when its head is its body's length as pack_row writes it.
-    pieces = raw.split(b",")
-    if not pieces.pop():
-        fields = []
-        for piece in pieces:
-            head, colon, body = piece.partition(b":")
-            if not colon or head != b"%d" % len(body):
-                return _unpack_row_by_lengths(raw)
-            fields.append(body)
-        return fields
-    return _unpack_row_by_lengths(raw)
+#: An event row's state letters (``lua/_lib/events.lua``).
+ROW_STATES = {b"L": "live", b"H": "held", b"C": "consumed", b"D": "dead"}
+#: A row's first bytes: state, erased and targeted marks, received_at's 16 digits.
+_ROW_HEAD = re.compile(rb"([LHCD])([e-])([t-]) (\d{16}) ")
 
 
-#: The text of each usual field length, as pack_row writes it.
-_HEADS = tuple(str(n) for n in range(1024))
+def pack_event_row(fields: Sequence[bytes]) -> bytes:
+    """An event row as stored, from its fields as ``unpack_event_row`` answers them:
+    state letter, erased mark, targeted mark, received_at (16 digits), holder run,
+    effect and claimed_at (all three empty in a row without a holder), kind, minter
+    actor and basis, dead reason, each correlation key's namespace and value, and
+    the payload."""
+    state, erased, targeted, received, run, effect, claimed, *rest = fields
+    payload = rest.pop()
+    holder = b""
+    if run or effect or claimed or state in (b"H", b"C"):
+        holder = _component_bytes(run) + _component_bytes(effect) + claimed + b" "
+    body = b"".join(_component_bytes(f) for f in rest)
+    return b"%s%s%s %s %s%s\n%s" % (state, erased, targeted, received, holder, body, payload)
 
 
-def unpack_ascii_row(raw: bytes) -> list[str] | None:
-    """The fields of an ASCII row whose fields hold no comma, read as unpack_row's
-    split at commas reads them but as text (no field decoded apart); None for any
-    other row."""
-    if not raw.isascii():
+def unpack_event_row(raw: bytes) -> list[bytes] | None:
+    """The fields of a stored event row (``pack_event_row``'s, each component
+    decoded), or None when it is not one."""
+    head = _ROW_HEAD.match(raw)
+    stop = raw.find(b"\n", 21)
+    if head is None or stop < 0 or raw[stop - 1 : stop] != b" " or stop <= 21:
         return None
-    pieces = raw.decode("ascii").split(",")
-    if pieces.pop():
+    try:
+        parts = [_unescaped(p) for p in raw[21 : stop - 1].split(b" ")]
+    except ValueError:
         return None
-    fields: list[str] = []
-    for piece in pieces:
-        head, colon, body = piece.partition(":")
-        n = len(body)
-        if not colon or head != (_HEADS[n] if n < 1024 else str(n)):
-            return None
-        fields.append(body)
-    return fields
-
-
-def _unpack_row_by_lengths(raw: bytes) -> list[bytes] | None:
-    out: list[bytes] = []
-    pos = 0
-    while pos < len(raw):
-        colon = raw.find(b":", pos)
-        digits = raw[pos:colon]
-        if colon < 0 or not digits.isdigit() or (len(digits) > 1 and digits[:1] == b"0"):
-            return None
-        end = colon + 1 + int(digits)
-        if raw[end : end + 1] != b",":
-            return None
-        out.append(raw[colon + 1 : end])
-        pos = end + 1
-    return out
+    holder = parts[:3] if head[1] in (b"H", b"C") else [b"", b"", b""]
+    rest = parts[3:] if head[1] in (b"H", b"C") else parts
+    if len(rest) < 4 or len(rest) % 2 or len(holder) < 3:
+        return None
+    return [head[1], head[2], head[3], head[4], *holder, *rest, raw[stop + 1 :]]
 
 
 def timer_attrs(step: int, phase: str, case: str | None) -> bytes:

@@ -449,8 +449,8 @@ def dead_letters_page(
         reply = yield ctx.call("dead_letters", [asked, cursor])
         status = codec.check_status(reply)
         for r in reply[2:]:
-            event, received, fields = codec.event_row(r, stored=True)
-            out.append(DeadLetter(event, received, codec.dead_reason(fields[11])))
+            event, received, row = codec.event_row(r, stored=True)
+            out.append(DeadLetter(event, received, codec.dead_reason(row.reason)))
         room -= len(reply) - 2
         cursor = reply[1] or cursor
         if status != "MORE" and len(reply) - 2 < asked:
@@ -516,17 +516,16 @@ def lookup(ctx: Context, source: str, id: str) -> Plan[EventRecord | None]:
     reply = yield ctx.call("lookup_event", args)
     if codec.check_status(reply) == "NONE":
         return None
-    event, received, f = codec.event_row(reply[1], reply[2], reply[3])
-    held = f[1] in ("held", "consumed")
+    event, received, row = codec.event_row(reply[1], reply[2], reply[3])
     return EventRecord(
         event,
         received,
-        f[1],
-        (f[8], f[9]) if held else None,
-        codec.stored_instant("event", f[10]) if held else None,
-        codec.dead_reason(f[11]) if f[1] == "dead" else None,
-        f[12] == "1",
-        f[13] == "1",
+        row.state,
+        row.holder,
+        row.claimed_at,
+        codec.dead_reason(row.reason) if row.state == "dead" else None,
+        row.erased,
+        row.targeted,
     )
 
 
@@ -911,7 +910,7 @@ def live_page(
         reply = yield ctx.call("live_events", [asked, cursor, order])
         status = codec.check_status(reply)
         for r in reply[2:]:
-            event, received, _fields = codec.event_row(r, stored=True)
+            event, received, _row = codec.event_row(r, stored=True)
             out.append(BufferedEvent(event, received))
         room -= len(reply) - 2
         cursor = reply[1] or cursor

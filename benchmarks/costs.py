@@ -185,8 +185,8 @@ def cases() -> list[tuple[str, str, int, str, list[str], object]]:
 
 #: The library's own helpers (``helpers.py``'s) the second table prices.
 PRICED_HELPERS = (
-    "read an event row field by field (unpack_row)",
-    "read the usual event row by two matches (event_fields)",
+    "read a live event row (event_fields)",
+    "read a held event row (event_fields)",
     "check an event row's fields (event_fault)",
     "write an event row (event_pack)",
     "a subscription reply's text through serialize",

@@ -29,8 +29,8 @@ from agentplane_redis.embedded import Server
 
 INSTANT = b"1767225600000"
 EVENT_ROW = (
-    b"2:e1,4:held,6:stripe,5:evt_1,15:payment.settled,13:1767225600000,0:,0:,5:run-1,"
-    b"5:await,13:1767225600001,0:,1:0,1:0,5:order,3:A-1,"
+    b"stripe evt_1 H-- 1001767225600000 run-1 await 1001767225600001 payment.settled    "
+    b"order A-1 \n"
 )
 TIMER_ROW = b"2:t1,13:1767225600000,1:0,7:forward,0:,13:1767225600100,5:30000,"
 STEP = [b"OK", INSTANT, b"1", b"", b"", b""]

@@ -31,11 +31,11 @@ return guard(function()
   if not f or f[E_STATE] ~= "dead" then
     return words("NONE", decimal(at))
   end
-  redis.call("ZREM", K.dead, instant_key_of(f[E_RECEIVED]) .. eid)
+  redis.call("ZREM", K.dead, f[E_RECEIVED] .. eid)
   -- Identity, keys, minter and payload stay (an erased one stays null); the row
   -- is received anew at `at`, so the sweep gives it a whole grace period, and it
   -- is matched as a broadcast delivery is.
-  f[E_RECEIVED], f[E_REASON], f[E_ERASED], f[E_TARGETED] = decimal(at), "", "0", "0"
+  f[E_RECEIVED], f[E_REASON], f[E_ERASED], f[E_TARGETED] = instant_key(at), "", "0", "0"
   f[E_STATE] = "held" -- until elected; buffered live otherwise
   local sub = elect(eid, f, at)
   if sub then

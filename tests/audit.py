@@ -1,6 +1,6 @@
 """An auditor of a tenant's raw keys, and the load whose results it checks.
 
-The auditor decodes rows and members itself (netstrings, components, instants
+The auditor decodes rows and members itself (event rows, components, instants
 as docs/keys.md describes them), independently of the library, and checks the
 contract's invariants (2.6): every index entry points at a row in the state
 that index is for, and every row sits in exactly the indexes its state
@@ -44,15 +44,28 @@ TERM = b" "
 # ---------------------------------------------------------------- decoding
 
 
-def netstrings(raw: bytes) -> list[bytes]:
-    out, pos = [], 0
-    while pos < len(raw):
-        colon = raw.index(b":", pos)
-        n = int(raw[pos:colon])
-        out.append(raw[colon + 1 : colon + 1 + n])
-        assert raw[colon + 1 + n : colon + 2 + n] == b",", f"bad netstring {raw!r}"
-        pos = colon + 2 + n
-    return out
+STATES = {b"L": b"live", b"H": b"held", b"C": b"consumed", b"D": b"dead"}
+ROW = re.compile(rb"([LHCD])([e-])([t-]) (\d{16}) ((?:[^\x00-\x20]* )+)\n(.*)", re.S)
+
+
+def event_fields(eid: bytes, raw: bytes) -> list[bytes]:
+    """A stored event row as docs/keys.md describes it, in the fields' order there:
+    state, source, id, kind, received_at (ms), minter actor and basis, holder run
+    and effect, claimed_at (ms), reason, erased and targeted ("1"/"0"), keys, payload."""
+    found = ROW.fullmatch(raw)
+    assert found, f"not an event row: {raw!r}"
+    letter, erased, targeted, received, body, payload = found.groups()
+    parts = [uncomp(p) for p in body[:-1].split(b" ")]
+    holder = parts[:3] if letter in b"HC" else [b"", b"", b""]
+    rest = parts[3:] if letter in b"HC" else parts
+    assert len(rest) >= 4 and len(rest) % 2 == 0, f"wrong number of fields: {raw!r}"
+    source, id_ = (uncomp(p) for p in eid[:-1].split(b" "))
+    ms = [b"%d" % (int(x) - 10**15) if x else b"" for x in (received, holder[2])]
+    return [
+        STATES[letter], source, id_, rest[0], ms[0], rest[1], rest[2], holder[0], holder[1],
+        ms[1], rest[3], b"1" if erased == b"e" else b"0", b"1" if targeted == b"t" else b"0",
+        *rest[4:], payload,
+    ]  # fmt: skip
 
 
 def comp(s: bytes) -> bytes:
@@ -91,25 +104,24 @@ class Audit:
         want: dict[str, set[bytes]] = defaultdict(set)
         counts: dict[str, int] = defaultdict(int)
         for eid, raw in events.items():
-            f = netstrings(raw)
-            assert f[0] == b"e1" and len(f) >= 15 and (len(f) - 15) % 2 == 0, raw
-            state, source, id_, kind, received = f[1], f[2], f[3], f[4], f[5]
+            f = event_fields(eid, raw)
+            state, source, id_, kind, received = f[0], f[1], f[2], f[3], f[4]
             assert eid == comp(source) + comp(id_), "row under a field not its identity"
             counts[state.decode()] += 1
             at = instant(received)
-            erased, claimed = f[12] == b"1", bool(f[8] or f[9] or f[10])
-            keys = [comp(f[i]) + comp(f[i + 1]) for i in range(14, len(f) - 1, 2)]
+            erased, claimed = f[11] == b"1", bool(f[7] or f[8] or f[9])
+            keys = [comp(f[i]) + comp(f[i + 1]) for i in range(13, len(f) - 1, 2)]
             if state == b"live":
-                assert not claimed and not erased and f[13] == b"0", raw
+                assert not claimed and not erased and f[12] == b"0", raw
                 want["event:live"].add(at + eid)
                 for nv in keys:
                     want["event:live:key"].add(comp(kind) + nv + comp(source) + at + eid)
             elif state == b"held":
-                assert f[8] and f[9] and f[10] and not erased, raw
-                wid = comp(f[8]) + comp(f[9])
+                assert f[7] and f[8] and f[9] and not erased, raw
+                wid = comp(f[7]) + comp(f[8])
                 assert ledger.get(wid) == eid, f"held row without its ledger entry: {raw!r}"
             elif state == b"consumed":
-                assert f[8] and f[9] and f[10], raw
+                assert f[7] and f[8] and f[9], raw
                 want["event:consumed"].add(at + eid)
             elif state == b"dead":
                 assert not claimed, raw
@@ -120,8 +132,8 @@ class Audit:
             assert has_payload == (state != b"consumed" and not erased), f"payload of {raw!r}"
         for wid, eid in ledger.items():
             assert eid in events, "a mark names a row that does not exist"
-            f = netstrings(events[eid])
-            assert f[1] == b"held" and comp(f[8]) + comp(f[9]) == wid, "a mark names another's row"
+            f = event_fields(eid, events[eid])
+            assert f[0] == b"held" and comp(f[7]) + comp(f[8]) == wid, "a mark names another's row"
         for key in ("event:live", "event:live:key", "event:consumed"):
             assert self.z(key) == want[key], f"{key} disagrees with the rows"
         assert self.z("event:dead") == want["event:dead"], "event:dead disagrees with the rows"
@@ -355,7 +367,7 @@ def check_log(lines: list[dict[str, Any]], client: redis.Redis, tenant: str) -> 
     for event, ws in waits_of_event.items():
         assert len(ws) == 1, f"event {event} went to {sorted(ws)}"
     rows = client.hkeys(p + "event")
-    present = {netstrings(client.hget(p + "event", k))[3].decode() for k in rows}
+    present = {event_fields(k, client.hget(p + "event", k))[2].decode() for k in rows}
     lost = stored - present
     assert not lost, f"acknowledged events lost: {sorted(lost)[:5]}"
     bucketed = Audit(client, tenant).buckets().values()

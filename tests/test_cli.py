@@ -494,8 +494,8 @@ def test_locate_prints_redis_cli_lines_that_find_the_item(start):
         return out
 
     (row,) = answers("locate", "event", source, event)
-    assert row.startswith("2:e1,4:live,")
-    assert row.endswith(':{"id":"e 1"},')  # the payload, last
+    assert row.startswith("L-- 1001767225600000 paid    k 1 ")
+    assert row.endswith('\n{"id":"e 1"}')  # the payload, last
     attrs, fire, held, claim = answers("locate", "timer", run_id, effect)
     assert (attrs, fire, held, claim) == ("3cpay", str(int(T.timestamp() * 1000)), "", "")
     key_rows, mark = answers("locate", "wait", run_id, "w")

@@ -12,14 +12,13 @@ from agentplane_redis import codec
 from agentplane_redis.codec import MAX_INSTANT, MIN_INSTANT, replayed
 from agentplane_redis.keys import (
     TenantKeys,
-    _unpack_row_by_lengths,
     component,
+    event_id,
     instant_member,
-    pack_row,
+    pack_event_row,
     split_components,
     tuple_member,
-    unpack_ascii_row,
-    unpack_row,
+    unpack_event_row,
 )
 from agentplane_redis.model import Phase
 from agentplane_redis.scripts import expand, lua_root
@@ -66,56 +65,46 @@ def test_instants_sort_as_times(a, b):
     assert (ea < eb) == (a < b)
 
 
-@given(st.lists(st.binary(max_size=20), max_size=5))
-def test_rows_round_trip(fields):
-    """Netstring rows read back field for field."""
-    assert unpack_row(pack_row(fields)) == fields
+INSTANT = st.integers(MIN_INSTANT, MAX_INSTANT).map(instant_member)
 
 
 @st.composite
-def odd_rows(draw: st.DrawFn) -> bytes:
-    """A packed row, as is or cut, with a byte changed, or a length misstated."""
-    fields = draw(
-        st.lists(st.binary(max_size=12) | st.sampled_from([b",", b"1:,", b":"]), max_size=6)
-    )
-    row = pack_row(fields)
-    how = draw(st.sampled_from(["as is", "cut", "byte", "length"]))
-    if how == "cut" and row:
-        row = row[: draw(st.integers(0, len(row) - 1))]
-    elif how == "byte" and row:
-        i = draw(st.integers(0, len(row) - 1))
-        row = row[:i] + draw(st.sampled_from([b",", b":", b"0", b"9", b"x"])) + row[i + 1 :]
-    elif how == "length" and fields:
-        k = draw(st.integers(0, len(fields) - 1))
-        head = draw(st.sampled_from([b"0%d:", b"%d :", b"+%d:"])) % len(fields[k])
-        row = b"".join(
-            (head if i == k else b"%d:" % len(f)) + f + b"," for i, f in enumerate(fields)
-        )
-    return row
+def event_rows(draw: st.DrawFn) -> list[bytes]:
+    """The fields of an event row as ``unpack_event_row`` answers them: any bytes in
+    its components (spaces, "!", controls and bytes that are not UTF-8 included)."""
+    field = st.binary(max_size=12)
+    letter = draw(st.sampled_from([b"L", b"H", b"C", b"D"]))
+    holder = [draw(field), draw(field), draw(INSTANT)] if letter in b"HC" else [b"", b"", b""]
+    keys = draw(st.lists(field, min_size=0, max_size=3).map(lambda k: [*k, *k]))
+    head = [letter, draw(st.sampled_from([b"e", b"-"])), draw(st.sampled_from([b"t", b"-"]))]
+    rest = [draw(field) for _ in range(4)]
+    return [*head, draw(INSTANT), *holder, *rest, *keys, draw(st.binary(max_size=30))]
 
 
-@given(odd_rows())
-def test_the_quick_row_read_reads_as_the_lengths_do(row):
-    """unpack_row's split at commas answers exactly what reading by lengths answers."""
-    assert unpack_row(row) == _unpack_row_by_lengths(row)
+@given(event_rows())
+def test_event_rows_round_trip(fields):
+    """An event row reads back field for field, whatever bytes its fields hold."""
+    assert unpack_event_row(pack_event_row(fields)) == fields
 
 
-@given(odd_rows())
-def test_the_text_read_of_an_ascii_row_reads_as_the_lengths_do(row):
-    """The store reads an ASCII row's fields as text in one pass
-    (``unpack_ascii_row``): the fields of the lengths' read, each decoded, or
-    nothing, and then the lengths' read decides."""
-    fast = unpack_ascii_row(row)
-    if fast is not None:
-        assert [f.encode() for f in fast] == _unpack_row_by_lengths(row)
-    elif row.isascii():
-        assert "," in "".join(f.decode() for f in _unpack_row_by_lengths(row) or [b","])
-
-
-@pytest.mark.parametrize("bad", [b"3:ab,", b"2:ab", b"x:ab,", b"2:abc", b":,", b"0,", b"1:,"])
-def test_a_broken_row_is_not_read(bad):
-    """Short, long or non-numeric lengths are refused."""
-    assert unpack_row(bad) is None
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"",
+        b"X-- 1001767225600000 k    \n",  # an unknown state
+        b"Lx- 1001767225600000 k    \n",  # a bad mark
+        b"L-- 100176722560000 k    \n",  # received_at of 15 digits
+        b"L-- 1001767225600000 k    ",  # no end of the fields
+        b"L-- 1001767225600000 k   \n",  # three fields
+        b"L-- 1001767225600000 k    n \n",  # half a key
+        b"L-- 1001767225600000 k\x01    \n",  # a control byte in a field
+        b"L-- 1001767225600000 k!    \n",  # "!" escaping nothing
+        b"H-- 1001767225600000 r e k    \n",  # a holder cut short
+    ],
+)
+def test_a_broken_event_row_is_not_read(bad):
+    """Rows that are not the format are refused, never read as something close."""
+    assert unpack_event_row(bad) is None
 
 
 def test_tenant_keys_share_one_hash_tag():
@@ -327,26 +316,62 @@ def test_a_wait_s_attributes_read_back_from_its_key_rows_as_written(raw):
             assert got == b"corrupt", case
 
 
-EVENT_PACKS = (
+EVENT_ROWS = (
     CODEC
+    + "local K = { events = KEYS[1], consumed = KEYS[2], live = KEYS[3], live_by_key = KEYS[4] }\n"
     + expand(lua_root(), "_lib/core.lua")
     + expand(lua_root(), "_lib/events.lua")
     + """
-local f = {}
-for i = 1, #ARGV do
-  f[i] = ARGV[i]
+-- ARGV: an eid and a row: the row's fields as event_fields reads them (false
+-- where it reads none), then the fields again as event_pack writes them.
+local f = event_fields(ARGV[1], ARGV[2])
+if not f then
+  return false
 end
-return { pack(f), event_pack(f) }
+local out = {}
+for i = 1, #f do
+  out[i] = f[i]
+end
+out[#out + 1] = event_pack(f)
+return out
 """
 )
 
 
-@on_a_server(40)
-@given(st.lists(st.binary(max_size=300), max_size=22))
-def test_an_event_row_is_packed_as_pack_packs_it(raw, fields):
-    """event_pack writes exactly pack's bytes, for any number of fields."""
-    packed, event_packed = raw.eval(EVENT_PACKS, 0, *fields)
-    assert packed == event_packed == pack_row(fields)
+def lua_fields(fields: list[bytes]) -> list[bytes]:
+    """The fields of a row as the scripts hold them (``lua/_lib/events.lua``),
+    from ``unpack_event_row``'s, for the event ("s", "i")."""
+    letter, erased, targeted, received, run, effect, claimed, *rest = fields
+    state = {b"L": b"live", b"H": b"held", b"C": b"consumed", b"D": b"dead"}[letter]
+    kind, actor, basis, reason, *keys = rest
+    marks = [b"1" if erased == b"e" else b"0", b"1" if targeted == b"t" else b"0"]
+    return [
+        state,
+        b"s",
+        b"i",
+        kind,
+        received,
+        actor,
+        basis,
+        run,
+        effect,
+        claimed,
+        reason,
+        *marks,
+        *keys,
+    ]
+
+
+@on_a_server(60)
+@given(event_rows())
+def test_lua_reads_and_writes_event_rows_as_python_does(raw, fields):
+    """One row format: Lua reads what Python writes field for field, and writes
+    those fields back as the same bytes."""
+    row = pack_event_row(fields)
+    out = raw.eval(EVENT_ROWS, 4, "{t}:e", "{t}:c", "{t}:l", "{t}:k", event_id("s", "i"), row)
+    assert out is not None
+    assert out[:-1] == lua_fields(fields)
+    assert out[-1] == row
 
 
 EVENT_PATCHES = (
@@ -356,71 +381,51 @@ EVENT_PATCHES = (
     + expand(lua_root(), "_lib/events.lua")
     + """
 -- ARGV: a held row's text, then claimed_at: the row re-stamped and shed, as
--- patched (when event_fields read it the usual way) and as packed anew.
+-- patched and as packed anew.
 local out = {}
-local f = event_fields(ARGV[1])
-out[1] = f.raw and "patched" or "written"
-local base = event_restamp("e", f, ARGV[2])
-out[2], out[3] = redis.call("HGET", K.events, "e"), base
-f = event_fields(out[2])
-shed("e", f)
-out[4] = redis.call("HGET", K.events, "e")
-local g = event_fields(ARGV[1])
+local f = event_fields("s i ", ARGV[1])
+local head = event_restamp("s i ", f, ARGV[2])
+out[1], out[2] = redis.call("HGET", K.events, "s i "), head
+f = event_fields("s i ", out[1])
+shed("s i ", f)
+out[3] = redis.call("HGET", K.events, "s i ")
+local g = event_fields("s i ", ARGV[1])
 g[E_CLAIMED] = ARGV[2]
-out[5], out[6] = event_pack(g), event_base(g)
+out[4], out[5] = event_pack(g), event_head(g)
 g[E_STATE], g[#g] = "consumed", ""
-out[7] = event_pack(g)
--- ARGV[3]: the same row live, without a claim: held by (ARGV[4], ARGV[5]) at ARGV[2].
-f = event_fields(ARGV[3])
-out[8] = f.raw and "patched" or "written"
-out[9] = hold("e", f, ARGV[4], ARGV[5], tonumber(ARGV[2]))
-out[10] = redis.call("HGET", K.events, "e")
-g = event_fields(ARGV[3])
-g[E_STATE], g[E_RUN], g[E_EFFECT] = "held", ARGV[4], ARGV[5]
-g[E_CLAIMED] = decimal(tonumber(ARGV[2]))
-out[11], out[12] = event_base(g), event_pack(g)
+out[6] = event_pack(g)
+-- ARGV[3]: the same row live, without a claim: held by (ARGV[4], ARGV[5]) at ARGV[6] ms.
+f = event_fields("s i ", ARGV[3])
+out[7] = hold("s i ", f, ARGV[4], ARGV[5], tonumber(ARGV[6]))
+out[8] = redis.call("HGET", K.events, "s i ")
+g = event_fields("s i ", ARGV[3])
+g[E_STATE], g[E_RUN], g[E_EFFECT], g[E_CLAIMED] = "held", ARGV[4], ARGV[5], ARGV[2]
+out[9], out[10] = event_head(g), event_pack(g)
 redis.call("DEL", K.events, K.consumed)
 return out
 """
 )
 
-ROW_FIELD = st.text(st.characters(codec="utf-8", exclude_characters=","), max_size=14) | TEXT
-
 
 @on_a_server(60)
-@given(
-    st.lists(ROW_FIELD, min_size=8, max_size=8),
-    st.lists(ROW_FIELD.filter(bool), min_size=2, max_size=6).filter(lambda k: len(k) % 2 == 0),
-    st.text(max_size=40),
-    st.integers(MIN_INSTANT, MAX_INSTANT).map(str),
-    st.integers(MIN_INSTANT, MAX_INSTANT).map(str),
-)
-def test_a_held_row_patched_in_place_is_the_row_written_anew(
-    raw, fields, keys, payload, received, at
-):
+@given(event_rows(), st.binary(min_size=1, max_size=12), st.integers(MIN_INSTANT, MAX_INSTANT))
+def test_a_held_row_patched_in_place_is_the_row_written_anew(raw, fields, effect, at):
     """A claim re-stamped (claim_for's own-claim recovery), a claim shed
     (unsubscribe) and a live row held (a claim or an election) patch the stored
-    text where the fields sit: exactly the bytes of the row packed anew, for rows
-    the usual read takes (one key, no comma) and the others."""
-    source, id_, kind, actor, basis, run, effect, claimed = (f.encode() for f in fields)
-    row = [b"e1", b"held", source or b"s", id_ or b"i", kind or b"k", received.encode()]
-    row += [actor, basis, run or b"r", effect or b"e", claimed, b"", b"0", b"0"]
-    row += [k.encode() for k in keys] + [payload.encode()]
-    live = [*row[:1], b"live", *row[2:8], b"", b"", b"", *row[11:]]
-    holder = (run or b"r", effect or b"e")
+    text where the fields sit: exactly the bytes of the row packed anew."""
+    run = fields[4] or b"r"
+    held = [b"H", b"-", fields[2], fields[3], run, effect, fields[6] or fields[3], *fields[7:]]
+    live = [b"L", b"-", b"-", fields[3], b"", b"", b"", *fields[7:]]
     out = raw.eval(
         EVENT_PATCHES,
         4,
         *("{t}:event", "{t}:event:consumed", "{t}:event:live", "{t}:event:live:key"),
-        *(pack_row(row), at, pack_row(live), *holder),
+        *(pack_event_row(held), instant_member(at), pack_event_row(live), run, effect, at),
     )
-    how, stamped, base, consumed, want, want_base, want_consumed = out[:7]
-    assert (stamped, base, consumed) == (want, want_base, want_consumed)
-    held_how, held_base, held, want_held_base, want_held = out[7:]
-    assert (held_base, held) == (want_held_base, want_held)
-    for fields_, read in ((row, how), (live, held_how)):
-        usual = len(keys) == 2 and all(b"," not in f for f in fields_[:-1])
-        assert read == (b"patched" if usual else b"written")
+    stamped, head, consumed, want, want_head, want_consumed = out[:6]
+    assert (stamped, head, consumed) == (want, want_head, want_consumed)
+    held_head, held_row, want_held_head, want_held = out[6:]
+    assert (held_head, held_row) == (want_held_head, want_held)
 
 
 LUA_INSTANT_TEXT = (
@@ -432,12 +437,6 @@ for i = 1, #ARGV do
   out[3 * i - 2] = n and instant_key(n) or false
   out[3 * i - 1] = n and decimal(n) or false
   out[3 * i] = n and string.format("%016.0f", n + 1e15) .. "/" .. string.format("%.0f", n) or false
-end
--- and a row's instant (any text the row check lets through) by its own text
-for i = 1, #ARGV do
-  local ok = is_instant(ARGV[i])
-  out[#out + 1] = ok and instant_key_of(ARGV[i]) or false
-  out[#out + 1] = ok and string.format("%016.0f", tonumber(ARGV[i]) + 1e15) or false
 end
 return out
 """
@@ -458,18 +457,12 @@ return out
 def test_an_instant_s_text_prints_as_string_format_would(raw, texts):
     """instant_of sets the printing memos from an instant's own text only where that
     text is what printing the number gives: every text, in any order, prints after
-    it as string.format prints its number. And instant_key_of, which reads a row's
-    instant by its text where decimal wrote it, gives the member's 16 digits
-    string.format prints for its number, for every text a row's check lets through
-    (signs, zeros and leading zeros included)."""
+    it as string.format prints its number."""
     out = raw.eval(LUA_INSTANT_TEXT, 0, *texts)
     for i in range(len(texts)):
         key, text, formatted = out[3 * i], out[3 * i + 1], out[3 * i + 2]
         if formatted:
             assert key + b"/" + text == formatted
-    of_rows = out[3 * len(texts) :]
-    for i in range(len(texts)):
-        assert of_rows[2 * i] == of_rows[2 * i + 1], texts[i]
 
 
 def lua_literal(value: Any) -> str:

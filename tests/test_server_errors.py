@@ -23,7 +23,7 @@ from agentplane_redis import (
 )
 from agentplane_redis.cli import EXIT_SERVER, EXIT_UNREACHABLE, main
 from agentplane_redis.drivers import plan_confirmation
-from agentplane_redis.keys import event_id, pack_row, unpack_row
+from agentplane_redis.keys import event_id, pack_event_row, unpack_event_row
 from agentplane_redis.scripts import library
 
 from conftest import Blocking
@@ -205,9 +205,9 @@ def test_bytes_that_are_not_utf8_are_corrupt_for_decoding_clients_too(backend):
     store.events.buffer(ev("e1", "k/1"), at=at(0))
     store.events.sweep_unclaimed(at(0))
     key, field = store.keys.key("events"), event_id("src", "e1")
-    fields = unpack_row(backend.raw.hget(key, field))
-    fields[4] = b"\xff\xfe kind"
-    backend.raw.hset(key, field, pack_row(fields))
+    fields = unpack_event_row(backend.raw.hget(key, field))
+    fields[7] = b"\xff\xfe kind"
+    backend.raw.hset(key, field, pack_event_row(fields))
     with pytest.raises(CorruptRow, match="e1"):
         store.events.dead_letters()
     with pytest.raises(CorruptRow):

@@ -6,7 +6,6 @@
 -- Concatenated components compare as tuples, by bytes, a proper prefix first
 -- (the terminator sorts below every byte a component holds), and read as text.
 -- An instant in a member is ms + 10^15 as 16 digits, so byte order is time order.
--- Rows are netstrings: "<length>:<bytes>," per field.
 -- Lua never compares strings with "<": that uses the server's locale (strcoll),
 -- not bytes. Order comes from sorted sets, or from bytes_lt below.
 
@@ -130,29 +129,6 @@ local function instant_of(s)
   return n
 end
 
--- instant_key of an instant a row holds as text: decimal_key's digits where
--- decimal wrote the text, with no tonumber and no printf; the last text and its
--- key are remembered, apart from instant_key's memo.
-local KEY_OF_TEXT, KEY_OF_KEY
-local function instant_key_of(s)
-  if s ~= KEY_OF_TEXT then
-    KEY_OF_TEXT, KEY_OF_KEY = s, decimal_key(s) or instant_key(tonumber(s))
-  end
-  return KEY_OF_KEY
-end
-
--- (A number of at most 13 characters is in range without converting it.)
-local function is_instant(s)
-  if not s or not string.find(s, "^%-?%d+$") or #s > 16 then
-    return false
-  end
-  if #s <= 13 then
-    return true
-  end
-  local n = tonumber(s)
-  return n >= MIN_INSTANT and n <= MAX_INSTANT
-end
-
 local function is_step(s)
   return s ~= nil and string.find(s, "^%d+$") ~= nil and (#s <= 9 or #s == 10 and tonumber(s) <= 4294967295)
 end
@@ -175,72 +151,6 @@ local function length_colon(n)
     end
   end
   return s
-end
-
--- A row's text. Every string a concatenation makes is hashed and allocated,
--- so the fields go four at a time into one concatenation each (one string
--- for a row of up to four fields, and no table.concat).
-local function pack(f)
-  local L, n, out, k, i = LENGTH, #f, {}, 0, 1
-  while i + 3 <= n do
-    local a, b, c, d = f[i], f[i + 1], f[i + 2], f[i + 3]
-    k = k + 1
-    out[k] = (L[#a] or length_colon(#a)) .. a .. "," .. (L[#b] or length_colon(#b)) .. b .. ","
-      .. (L[#c] or length_colon(#c)) .. c .. "," .. (L[#d] or length_colon(#d)) .. d .. ","
-    i = i + 4
-  end
-  while i <= n do
-    local a = f[i]
-    k = k + 1
-    out[k] = (L[#a] or length_colon(#a)) .. a .. ","
-    i = i + 1
-  end
-  if k == 1 then
-    return out[1]
-  end
-  return table.concat(out, "", 1, k)
-end
-
--- The fields of a netstring row, or nil when it is not one. (The hottest code
--- of the batch steps. A call from Lua into C costs far more than the Lua
--- around it, so a field takes two: one string.byte that reads the comma
--- ending the field before and the next four bytes, which hold the usual
--- lengths, below 1000, and their colon; and one string.sub for the field.)
--- f, pos, k: continue a row whose first k fields f holds, at byte pos.
-local function unpack_row(s, f, pos, k)
-  local n = #s
-  f, pos, k = f or {}, pos or 1, k or 0
-  local find, sub, byte = string.find, string.sub, string.byte
-  local a, b, c, d = byte(s, pos, pos + 3)
-  while pos <= n do
-    -- a, b, c, d are the bytes at pos .. pos + 3; a length is written without
-    -- leading zeros, signs or spaces
-    local colon, len
-    if b == 58 and a >= 48 and a <= 57 then
-      colon, len = pos + 1, a - 48
-    elseif c == 58 and a >= 49 and a <= 57 and b >= 48 and b <= 57 then
-      colon, len = pos + 2, (a - 48) * 10 + b - 48
-    elseif d == 58 and a >= 49 and a <= 57 and b >= 48 and b <= 57 and c >= 48 and c <= 57 then
-      colon, len = pos + 3, (a - 48) * 100 + (b - 48) * 10 + c - 48
-    else
-      colon = find(s, ":", pos, true)
-      local digits = colon and sub(s, pos, colon - 1)
-      if not digits or not find(digits, "^[1-9]%d*$") then
-        return nil
-      end
-      len = tonumber(digits)
-    end
-    local stop = colon + len
-    local comma
-    comma, a, b, c, d = byte(s, stop + 1, stop + 5)
-    if comma ~= 44 then
-      return nil
-    end
-    k = k + 1
-    f[k] = sub(s, colon + 1, stop)
-    pos = stop + 2
-  end
-  return f
 end
 
 -- Byte order of two strings, without the locale: true when a sorts before b.
@@ -311,14 +221,4 @@ local function hmget_all(key, fields)
     end
   end
   return out
-end
-
--- The second field of a row (an event's state) without reading the rest.
-local function row_state(raw)
-  local c = string.find(raw, ":", 6, true)
-  if string.sub(raw, 1, 5) ~= "2:e1," or not c then
-    return nil
-  end
-  local n = tonumber(string.sub(raw, 6, c - 1))
-  return n and string.sub(raw, c + 1, c + n)
 end

@@ -1,114 +1,173 @@
 -- Event rows and their indexes.
 --
--- Row fields (netstrings): tag "e1", state (live | held | consumed | dead),
--- source, id, kind, received_at, minter actor, minter basis, holder run,
--- holder effect, claimed_at, dead reason, erased (0/1), targeted (0/1), then
--- the correlation keys as namespace, value pairs in first-given order, then
--- the payload's JSON text ("" for null: consumed and erased rows). Replies
--- carry a row without its payload field and the payload beside it
--- (event_reply), so that a remembered reply can withhold it.
+-- A row is stored under its eid (K.events) as text:
+--   <state><erased><targeted> <received_at> [<run> <effect> <claimed_at> ]<kind> <actor> <basis> <reason> [<namespace> <value> ]...\n<payload>
+-- state one letter (L live, H held, C consumed, D dead), erased "e" or "-",
+-- targeted "t" or "-", instants as 16 digits (instant_key), the other fields
+-- components (codec.lua: each ends in a space, and no component holds a
+-- control byte, so "\n" ends the last), the holder (run, effect, claimed_at)
+-- in held and consumed rows only, the minter's actor and basis and the dead
+-- reason empty for none, the correlation keys in first-given order, then the
+-- payload's JSON text ("" for null: consumed and erased rows). So a field
+-- sits where the row's first bytes and the holder's length say: the state is
+-- byte 1, received_at bytes 5 to 20, claimed_at follows the holder, and a
+-- patch rewrites what changed and copies the rest. Replies carry a row as
+-- eid .. the row up to its "\n", the payload beside it (event_reply), so that
+-- a remembered reply can withhold it; Python reads both
+-- (agentplane_redis/codec.py, event_row).
 -- A live row sits in the live indexes; a held row is named by its wait's mark
 -- (waits.lua); a consumed or dead row sits in its retention index (consumed, dead).
 -- A claim ends with its wait's mark: whoever sheds, releases or kills a held
 -- row clears the holder's mark in the same call.
 
-local E_STATE, E_SOURCE, E_ID, E_KIND, E_RECEIVED = 2, 3, 4, 5, 6
-local E_ACTOR, E_BASIS, E_RUN, E_EFFECT, E_CLAIMED = 7, 8, 9, 10, 11
-local E_REASON, E_ERASED, E_TARGETED, E_KEYS = 12, 13, 14, 15
+-- The fields of a row as scripts hold them (event_fields): the state as a word,
+-- source and id (from the eid), kind, received_at and claimed_at as 16 digits
+-- ("" for none), erased and targeted "0" or "1", the keys as namespace, value,
+-- and the payload last.
+local E_STATE, E_SOURCE, E_ID, E_KIND, E_RECEIVED = 1, 2, 3, 4, 5
+local E_ACTOR, E_BASIS, E_RUN, E_EFFECT, E_CLAIMED = 6, 7, 8, 9, 10
+local E_REASON, E_ERASED, E_TARGETED, E_KEYS = 11, 12, 13, 14
 local TARGETED_REASON = "the run it was addressed to concluded without consuming it"
+local STATE_OF = { L = "live", H = "held", C = "consumed", D = "dead" }
+local LETTER = { live = "L", held = "H", consumed = "C", dead = "D" }
+-- The row of each state with one correlation key, the usual, read by one match:
+-- the first bytes and received_at, the holder (held, consumed), kind, actor,
+-- basis, reason, namespace and value, and where the payload starts.
+local ROW_HEAD = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) "
+local ROW_FREE = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) \n()"
+local ROW_HOLDER = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ()(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) \n()"
+local ROW_PATTERNS = { L = ROW_FREE, D = ROW_FREE, H = ROW_HOLDER, C = ROW_HOLDER }
 
 local function event_fault(f)
-  if #f < 15 or (#f - 15) % 2 ~= 0 then
+  if #f < E_KEYS or (#f - E_KEYS) % 2 ~= 0 then
     return "wrong number of fields"
-  end
-  if f[1] ~= "e1" then
-    return "unknown row tag"
   end
   if f[E_SOURCE] == "" or f[E_ID] == "" or f[E_KIND] == "" then
     return "empty identifier"
   end
-  if not is_instant(f[E_RECEIVED]) then
+  local received = tonumber(f[E_RECEIVED]) - 1e15
+  if received < MIN_INSTANT or received > MAX_INSTANT then
     return "received_at is not an instant"
   end
   if (f[E_ACTOR] == "") ~= (f[E_BASIS] == "") then
     return "half an operator"
-  end
-  if (f[E_ERASED] ~= "0" and f[E_ERASED] ~= "1") or (f[E_TARGETED] ~= "0" and f[E_TARGETED] ~= "1") then
-    return "bad mark"
   end
   for i = E_KEYS, #f - 1 do
     if f[i] == "" then
       return "empty correlation key"
     end
   end
-  if f[#f] ~= "" and (f[E_STATE] == "consumed" or f[E_ERASED] == "1") then
+  local state = f[E_STATE]
+  if f[#f] ~= "" and (state == "consumed" or f[E_ERASED] == "1") then
     return "a payload kept past its row's consumption or erasure"
   end
-  local state, claimed = f[E_STATE], f[E_RUN] ~= "" or f[E_EFFECT] ~= "" or f[E_CLAIMED] ~= ""
-  if state == "live" or state == "dead" then
-    if claimed then
-      return state .. " row with a claim"
-    end
-    if state == "live" and (f[E_ERASED] == "1" or f[E_TARGETED] == "1") then
-      return "live row erased or targeted"
-    end
-  elseif state == "held" or state == "consumed" then
-    if f[E_RUN] == "" or f[E_EFFECT] == "" or not is_instant(f[E_CLAIMED]) then
+  if state == "live" and (f[E_ERASED] == "1" or f[E_TARGETED] == "1") then
+    return "live row erased or targeted"
+  end
+  if state == "held" or state == "consumed" then
+    local claimed = tonumber(f[E_CLAIMED]) - 1e15
+    if f[E_RUN] == "" or f[E_EFFECT] == "" or claimed < MIN_INSTANT or claimed > MAX_INSTANT then
       return state .. " row without a whole claim"
     end
     if state == "held" and f[E_ERASED] == "1" then
       return "held row erased"
     end
-  else
-    return "unknown state"
   end
   return nil
 end
 
--- An event row's fourteen fixed fields, when none holds a comma (the usual
--- row): one match reads them with their lengths, which are checked, for a
--- fraction of reading them field by field (and where claimed_at sits).
-local EVENT_HEAD = "^(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),"
-  .. "(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),()(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),(%d+:)([^,]*),()"
--- Then one correlation key and the payload's length, the usual rest.
-local EVENT_ONE_KEY = "^(%d+:)([^,]*),(%d+:)([^,]*),(%d+):()"
-
--- A stored row's fields (unpack_row's), or nil when it is not a row. A usual
--- row's table also keeps the stored text (raw) with where claimed_at's field
--- (at_claimed) and the payload's (at_payload) start, which event_restamp and
--- shed patch instead of writing the row anew.
-local function event_fields(raw)
-  local match, L = string.match, LENGTH
-  local a1, f1, a2, f2, a3, f3, a4, f4, a5, f5, a6, f6, a7, f7, a8, f8, a9, f9, a10, f10, p11, a11, f11, a12, f12, a13, f13, a14, f14, pos =
-    match(raw, EVENT_HEAD)
-  if
-    not pos
-    or (L[#f1] or length_colon(#f1)) ~= a1 or (L[#f2] or length_colon(#f2)) ~= a2
-    or (L[#f3] or length_colon(#f3)) ~= a3 or (L[#f4] or length_colon(#f4)) ~= a4
-    or (L[#f5] or length_colon(#f5)) ~= a5 or (L[#f6] or length_colon(#f6)) ~= a6
-    or (L[#f7] or length_colon(#f7)) ~= a7 or (L[#f8] or length_colon(#f8)) ~= a8
-    or (L[#f9] or length_colon(#f9)) ~= a9 or (L[#f10] or length_colon(#f10)) ~= a10
-    or (L[#f11] or length_colon(#f11)) ~= a11 or (L[#f12] or length_colon(#f12)) ~= a12
-    or (L[#f13] or length_colon(#f13)) ~= a13 or (L[#f14] or length_colon(#f14)) ~= a14
-  then
-    return unpack_row(raw)
+-- The fields of a row of any shape (event_fields' other rows): its components
+-- read one by one, each checked and decoded; nil when it is not a row.
+local function event_components(raw, f, erased, targeted, received)
+  local find, sub = string.find, string.sub
+  local stop = find(raw, "\n", 22, true)
+  if not stop or find(sub(raw, 22, stop - 1), "[%z\1-\31]") then
+    return nil
   end
-  local b1, ns, b2, value, len, at = match(raw, EVENT_ONE_KEY, pos)
-  if at and (L[#ns] or length_colon(#ns)) == b1 and (L[#value] or length_colon(#value)) == b2 then
-    local stop = at + tonumber(len)
-    if stop == #raw and string.byte(raw, stop) == 44 and (len == "0" or string.byte(len) ~= 48) then
-      return {
-        f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, ns, value, string.sub(raw, at, stop - 1),
-        raw = raw, at_claimed = p11, at_payload = at - #len - 1,
-      }
+  local parts, n, pos = {}, 0, 22
+  while pos < stop do
+    local e = find(raw, " ", pos, true)
+    if e > stop then
+      return nil
+    end
+    local body = sub(raw, pos, e - 1)
+    if find(body, "!", 1, true) and (find(body, "![^@-a]") or sub(body, -1) == "!") then
+      return nil
+    end
+    n = n + 1
+    parts[n] = unescape(body)
+    pos = e + 1
+  end
+  local state = f[E_STATE]
+  local first = 1
+  if state == "held" or state == "consumed" then
+    if n < 3 or #parts[3] ~= 16 or find(parts[3], "%D") then
+      return nil
+    end
+    f[E_RUN], f[E_EFFECT], f[E_CLAIMED], first = parts[1], parts[2], parts[3], 4
+  else
+    f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "", "", ""
+  end
+  if n - first + 1 < 4 or (n - first + 1) % 2 ~= 0 then
+    return nil
+  end
+  f[E_KIND], f[E_RECEIVED], f[E_ACTOR], f[E_BASIS] = parts[first], received, parts[first + 1], parts[first + 2]
+  f[E_REASON], f[E_ERASED], f[E_TARGETED] = parts[first + 3], erased, targeted
+  local k = E_KEYS
+  for i = first + 4, n do
+    f[k] = parts[i]
+    k = k + 1
+  end
+  f[k] = sub(raw, stop + 1)
+  f.at_payload = stop + 1
+  return f
+end
+
+-- A stored row's fields, or nil when it is not a row. The table also keeps the
+-- stored text (raw), where the payload starts (at_payload) and, in a held or
+-- consumed row, where claimed_at sits (at_claimed): hold, event_restamp and
+-- shed patch the text there instead of writing the row anew.
+local function event_fields(eid, raw)
+  local letter = string.sub(raw, 1, 1)
+  local state = STATE_OF[letter]
+  if not state then
+    return nil
+  end
+  local source, id = wid_parts(eid)
+  local f
+  if not string.find(raw, "!", 22, true) then -- no escaped byte: the captures are the fields
+    if letter == "L" or letter == "D" then
+      local e, t, received, kind, actor, basis, reason, ns, value, pos = string.match(raw, ROW_PATTERNS[letter])
+      if e then
+        f = { state, source, id, kind, received, actor, basis, "", "", "", reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, string.sub(raw, pos), at_payload = pos }
+      end
+    else
+      local e, t, received, run, effect, at_claimed, claimed, kind, actor, basis, reason, ns, value, pos = string.match(raw, ROW_PATTERNS[letter])
+      if e then
+        f = { state, source, id, kind, received, actor, basis, run, effect, claimed, reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, string.sub(raw, pos), at_payload = pos, at_claimed = at_claimed }
+      end
     end
   end
-  return unpack_row(raw, { f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14 }, pos, 14)
+  if not f then
+    local e, t, received = string.match(raw, ROW_HEAD)
+    if not e then
+      return nil
+    end
+    f = event_components(raw, { state, source, id }, e == "e" and "1" or "0", t == "t" and "1" or "0", received)
+    if not f then
+      return nil
+    end
+    if state == "held" or state == "consumed" then
+      f.at_claimed = 22 + #enc_pair(f[E_RUN], f[E_EFFECT])
+    end
+  end
+  f.raw = raw
+  return f
 end
 
 -- A stored row's fields, checked (corruption aborts the script).
 local function event_parse(eid, raw)
-  local f = event_fields(raw)
+  local f = event_fields(eid, raw)
   local fault = "not a row"
   if f then
     fault = event_fault(f)
@@ -128,67 +187,54 @@ local function event_read(eid)
   return event_parse(eid, raw)
 end
 
--- An event row's text without its payload field (the reply's row): pack's,
--- its fourteen fixed fields as one concatenation.
-local function event_base(f)
-  local L, n = LENGTH, #f - 1
-  if n < 14 then
-    local head = {}
-    for x = 1, n do
-      head[x] = f[x]
-    end
-    return pack(head)
+-- A field as a component: the empty one, the usual, without a search.
+local function event_component(s)
+  if s == "" then
+    return TERM
   end
-  local a, b, c, d, e, g, h = f[1], f[2], f[3], f[4], f[5], f[6], f[7]
-  local i, j, k, l, m, o, q = f[8], f[9], f[10], f[11], f[12], f[13], f[14]
-  local row = (L[#a] or length_colon(#a)) .. a .. "," .. (L[#b] or length_colon(#b)) .. b .. ","
-    .. (L[#c] or length_colon(#c)) .. c .. "," .. (L[#d] or length_colon(#d)) .. d .. ","
-    .. (L[#e] or length_colon(#e)) .. e .. "," .. (L[#g] or length_colon(#g)) .. g .. ","
-    .. (L[#h] or length_colon(#h)) .. h .. "," .. (L[#i] or length_colon(#i)) .. i .. ","
-    .. (L[#j] or length_colon(#j)) .. j .. "," .. (L[#k] or length_colon(#k)) .. k .. ","
-    .. (L[#l] or length_colon(#l)) .. l .. "," .. (L[#m] or length_colon(#m)) .. m .. ","
-    .. (L[#o] or length_colon(#o)) .. o .. "," .. (L[#q] or length_colon(#q)) .. q .. ","
-  if n == 16 then -- one correlation key, the usual
-    local ns, value = f[15], f[16]
-    return row .. (L[#ns] or length_colon(#ns)) .. ns .. ","
-      .. (L[#value] or length_colon(#value)) .. value .. ","
-  elseif n > 14 then
-    local rest = {}
-    for x = 15, n do
-      rest[x - 14] = f[x]
-    end
-    return row .. pack(rest)
-  end
-  return row
+  return enc(s)
 end
 
--- The stored text of a row whose event_base is base.
-local function event_stored(f, base)
-  local payload = f[#f]
-  return base .. (LENGTH[#payload] or length_colon(#payload)) .. payload .. ","
+-- A row's text up to and including its "\n": all but the payload.
+local function event_head(f)
+  local state = f[E_STATE]
+  local holder = ""
+  if state == "held" or state == "consumed" then
+    holder = enc_pair(f[E_RUN], f[E_EFFECT]) .. f[E_CLAIMED] .. TERM
+  end
+  local head = LETTER[state] .. (f[E_ERASED] == "1" and "e" or "-") .. (f[E_TARGETED] == "1" and "t " or "- ")
+    .. f[E_RECEIVED] .. TERM .. holder .. enc(f[E_KIND]) .. event_component(f[E_ACTOR])
+    .. event_component(f[E_BASIS]) .. event_component(f[E_REASON])
+  local n = #f - 1
+  if n == E_KEYS + 1 then -- one correlation key, the usual
+    return head .. enc_pair(f[E_KEYS], f[n]) .. "\n"
+  end
+  local out = { head }
+  for i = E_KEYS, n, 2 do
+    out[#out + 1] = enc_pair(f[i], f[i + 1])
+  end
+  out[#out + 1] = "\n"
+  return table.concat(out)
 end
 
--- An event row's stored text (pack's bytes, for any fields).
+-- An event row's stored text.
 local function event_pack(f)
-  if #f < 15 then
-    return pack(f)
-  end
-  return event_stored(f, event_base(f))
+  return event_head(f) .. f[#f]
 end
 
--- Writes the row; returns it packed without its payload (event_base).
+-- Writes the row; returns its text without the payload (event_head).
 local function event_write(eid, f)
   f.raw = nil -- no longer the stored text
-  local base = event_base(f)
-  redis.call("HSET", K.events, eid, event_stored(f, base))
-  return base
+  local head = event_head(f)
+  redis.call("HSET", K.events, eid, head .. f[#f])
+  return head
 end
 
--- {row, has payload, payload}: row is event_base(f), when the caller has it
--- already. A reply holding a payload is remembered with it withheld
--- (core.lua, remember).
-local function event_reply(eid, f, row)
-  row = row or event_base(f)
+-- {row, has payload, payload}: row is eid .. head, head the row's text up to
+-- its "\n" (event_head), when the caller has it already. A reply holding a
+-- payload is remembered with it withheld (core.lua, remember).
+local function event_reply(eid, f, head)
+  local row = eid .. (head or event_head(f))
   local payload = f[#f]
   if payload ~= "" then
     local triple = { row, "1", payload }
@@ -222,7 +268,7 @@ local function live_entries()
 end
 
 local function live_collect(acc, eid, f)
-  local at = instant_key_of(f[E_RECEIVED])
+  local at = f[E_RECEIVED]
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   acc.live[#acc.live + 1] = at .. eid
   for _, nv in ipairs(event_nv(f)) do
@@ -241,7 +287,7 @@ end
 -- the caller has them.
 local function live_index(eid, f, add, nv_list)
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
-  local tail = instant_key_of(f[E_RECEIVED]) .. eid
+  local tail = f[E_RECEIVED] .. eid
   nv_list = nv_list or event_nv(f)
   if add then
     redis.call("ZADD", K.live, "0", tail)
@@ -257,9 +303,10 @@ local function live_index(eid, f, add, nv_list)
 end
 
 local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state, run, effect, targeted, payload)
-  local f = { "e1", state, source, id, kind, decimal(at), actor, basis, run, effect, "", "", "0", targeted }
+  local received = instant_key(at)
+  local f = { state, source, id, kind, received, actor, basis, run, effect, "", "", "0", targeted }
   if state == "held" then
-    f[E_CLAIMED] = decimal(at)
+    f[E_CLAIMED] = received
   end
   local n = #keys_raw
   for i = 1, n do
@@ -269,61 +316,55 @@ local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state
   return f
 end
 
--- Holds the row for wait (run, effect) with claimed_at = at; returns the row
--- packed. The caller parks the wait holding it (park's held).
+-- Holds the row for wait (run, effect) with claimed_at = at; returns its text
+-- without the payload (event_head's). The caller parks the wait holding it
+-- (park's held). A live row as event_fields read it is patched: its letter,
+-- and the holder put in after received_at.
 local function hold(eid, f, run, effect, at)
   local raw = f[E_STATE] == "live" and f.raw
   if f[E_STATE] == "live" then
     live_index(eid, f, false)
   end
-  local claimed = decimal(at)
+  local claimed = instant_key(at)
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "held", run, effect, claimed
-  -- A live row as event_fields read it, unchanged, is patched: its state, and
-  -- its holder and claimed_at, the three empty fields before its reason (a
-  -- read row is checked, so a live one begins "2:e1,4:live," and has no claim).
   if raw then
-    local L, p = LENGTH, f.at_claimed
-    local base = "2:e1,4:held," .. string.sub(raw, 13, p - 7) .. (L[#run] or length_colon(#run)) .. run .. ","
-      .. (L[#effect] or length_colon(#effect)) .. effect .. "," .. (L[#claimed] or length_colon(#claimed)) .. claimed
-      .. "," .. string.sub(raw, p + 3, f.at_payload - 1)
-    redis.call("HSET", K.events, eid, base .. string.sub(raw, f.at_payload))
+    local head = "H" .. string.sub(raw, 2, 21) .. enc_pair(run, effect) .. claimed .. TERM
+      .. string.sub(raw, 22, f.at_payload - 1)
+    redis.call("HSET", K.events, eid, head .. string.sub(raw, f.at_payload))
     f.raw = nil
-    return base
+    return head
   end
   return event_write(eid, f)
 end
 
--- Sets the held row's claimed_at; returns its text without its payload
--- (event_write's). A row as event_fields read it, unchanged, is patched where
--- the field sits.
+-- Sets the held row's claimed_at (16 digits); returns its text without the
+-- payload (event_head's). A row as event_fields read it is patched where the
+-- field sits.
 local function event_restamp(eid, f, claimed)
   local raw, at = f.raw, f.at_claimed
-  local old = f[E_CLAIMED]
   f[E_CLAIMED] = claimed
   if not raw then
     return event_write(eid, f)
   end
-  local rest = at + #(LENGTH[#old] or length_colon(#old)) + #old -- the field's comma
-  local head = string.sub(raw, 1, at - 1) .. (LENGTH[#claimed] or length_colon(#claimed)) .. claimed
-  local stored = head .. string.sub(raw, rest)
-  redis.call("HSET", K.events, eid, stored)
+  local head = string.sub(raw, 1, at - 1) .. claimed .. string.sub(raw, at + 16, f.at_payload - 1)
+  redis.call("HSET", K.events, eid, head .. string.sub(raw, f.at_payload))
   f.raw = nil
-  return string.sub(stored, 1, f.at_payload + #head - rest)
+  return head
 end
 
 -- held -> consumed: the payload goes; identity, keys, minter and holder stay.
--- A held row as event_fields read it, unchanged, is patched: its state, and
--- its payload emptied.
+-- A held row as event_fields read it is patched: its letter, and its payload
+-- emptied.
 local function shed(eid, f)
   local raw = f[E_STATE] == "held" and f.raw
   f[E_STATE], f[#f] = "consumed", ""
   if raw then
-    redis.call("HSET", K.events, eid, "2:e1,8:consumed," .. string.sub(raw, 13, f.at_payload - 1) .. "0:,")
+    redis.call("HSET", K.events, eid, "C" .. string.sub(raw, 2, f.at_payload - 1))
     f.raw = nil
   else
     event_write(eid, f)
   end
-  redis.call("ZADD", K.consumed, "0", instant_key_of(f[E_RECEIVED]) .. eid)
+  redis.call("ZADD", K.consumed, "0", f[E_RECEIVED] .. eid)
 end
 
 -- held -> live at the original received_at, payload intact.
@@ -340,7 +381,7 @@ local function kill(eid, f, reason)
   end
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f[E_REASON] = "dead", "", "", "", reason
   event_write(eid, f)
-  redis.call("ZADD", K.dead, "0", instant_key_of(f[E_RECEIVED]) .. eid)
+  redis.call("ZADD", K.dead, "0", f[E_RECEIVED] .. eid)
 end
 
 -- How many of eids (at least one, when there are any) a step reads whole,
@@ -362,14 +403,19 @@ local function eid_after(member, prefix_len)
   return string.sub(member, prefix_len + INSTANT_WIDTH + 1)
 end
 
+-- The state of a stored row without reading the rest (nil: not a row).
+local function row_state(raw)
+  return STATE_OF[string.sub(raw, 1, 1)]
+end
+
 -- Rows a listing step returns, in bytes, at most (past its first row): a step of
 -- payloads at max_payload_bytes stays within the contract's server time.
 local LIST_BYTES = 1048576
 
 -- A listing step's reply for members "instant . eid" of the index of rows in state:
--- {"OK" | "MORE", last member listed ("" for none), row as stored, ...}, the rows
--- read up to LIST_BYTES (MORE: stopped there; call again after the last). Read-only:
--- rows go back as stored, and Python decodes and checks every field.
+-- {"OK" | "MORE", last member listed ("" for none), eid .. row as stored, ...}, the
+-- rows read up to LIST_BYTES (MORE: stopped there; call again after the last).
+-- Read-only: rows go back as stored, and Python decodes and checks every field.
 local function listed_rows(members, state)
   local out, size = { "OK", "" }, 0
   for i, m in ipairs(members) do
@@ -377,11 +423,12 @@ local function listed_rows(members, state)
       out[1] = "MORE"
       break
     end
-    local raw = redis.call("HGET", K.events, eid_after(m, 0))
+    local eid = eid_after(m, 0)
+    local raw = redis.call("HGET", K.events, eid)
     if not raw or row_state(raw) ~= state then
       corrupt("index", m, state .. " index names a row that is not " .. state)
     end
-    out[i + 2] = raw
+    out[i + 2] = eid .. raw
     out[2] = m
     size = size + #raw
   end

@@ -38,7 +38,7 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
     if f[E_KIND] ~= kind or (from ~= "" and f[E_SOURCE] ~= from) or not event_has_key(f, nv_set(nv_list)) then
       return nil
     end
-    local row = event_restamp(held, f, decimal(at))
+    local row = event_restamp(held, f, instant_key(at))
     park(run, wid, nil, at, rows, sealed, held)
     return held, f, row
   end
@@ -153,7 +153,7 @@ local function run_claims(run)
     if not f or f[E_STATE] ~= "held" or f[E_RUN] ~= run then
       corrupt("claim", holders[i], "mark names a row not held by its run")
     end
-    out[i] = { eid = eids[i], f = f, order = instant_key_of(f[E_RECEIVED]) .. eids[i] }
+    out[i] = { eid = eids[i], f = f, order = f[E_RECEIVED] .. eids[i] }
   end
   table.sort(out, function(a, b)
     return bytes_lt(a.order, b.order)
