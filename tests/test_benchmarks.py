@@ -227,7 +227,7 @@ def test_helpers_times_the_library_s_own_lua():
         out,
         "| read a timer's id and run from its member |",
         "| read and check an event row |",
-        "| write an event row (17 fields) |",
+        "| write an event row (event_pack) |",
         "| split a timer id into run and effect |",
         "| enter deliver's function (18 keys by role, 12 arguments) |",
     )
