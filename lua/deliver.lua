@@ -29,9 +29,7 @@ return guard(function()
   if not f then
     -- A new event goes straight to the wait it resumes (held: it never enters
     -- the live indexes), or is buffered live.
-    f = new_event_row(
-      event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "held", "", "", "0", event.payload
-    )
+    f = new_event_row(event, at, "held", "", "", "0")
     local sub = elect(event.eid, f, at, event.nv)
     if not sub then
       insert_event(event, at, "live", "", "", "0")

@@ -61,11 +61,8 @@ return guard(function()
       local rows = qualifying_rows(attrs, all, kind, source, keys)
       if rows then
         local reply = sub_reply(run, w.effect, w.wid, attrs, rows)
-        local row = new_event_row(
-          event.source, event.id, event.kind, at, event.actor, event.basis, event.keys, "held", run, w.effect, "1",
-          event.payload
-        )
-        hold(event.eid, row, run, w.effect, at)
+        local row = new_event_row(event, at, "held", run, w.effect, "1")
+        hold(event.eid, row, run, w.effect, w.wid, at)
         park(run, w.wid, attrs, at, rows, nil, event.eid)
         return sub_status("MATCHED", decimal(at), reply)
       end

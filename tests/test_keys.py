@@ -396,7 +396,7 @@ g[E_STATE], g[#g] = "consumed", ""
 out[6] = event_pack(g)
 -- ARGV[3]: the same row live, without a claim: held by (ARGV[4], ARGV[5]) at ARGV[6] ms.
 f = event_fields("s i ", ARGV[3])
-out[7] = hold("s i ", f, ARGV[4], ARGV[5], tonumber(ARGV[6]))
+out[7] = hold("s i ", f, ARGV[4], ARGV[5], enc_pair(ARGV[4], ARGV[5]), tonumber(ARGV[6]))
 out[8] = redis.call("HGET", K.events, "s i ")
 g = event_fields("s i ", ARGV[3])
 g[E_STATE], g[E_RUN], g[E_EFFECT], g[E_CLAIMED] = "held", ARGV[4], ARGV[5], ARGV[2]

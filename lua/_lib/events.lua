@@ -195,19 +195,23 @@ local function event_component(s)
   return enc(s)
 end
 
--- A row's text up to and including its "\n": all but the payload.
+-- A row's text up to and including its "\n": all but the payload. f.wid (the
+-- holder's id) and f.nv (the keys), where a caller set them, are the encoded
+-- holder and keys.
 local function event_head(f)
   local state = f[E_STATE]
   local holder = ""
   if state == "held" or state == "consumed" then
-    holder = enc_pair(f[E_RUN], f[E_EFFECT]) .. f[E_CLAIMED] .. TERM
+    holder = (f.wid or enc_pair(f[E_RUN], f[E_EFFECT])) .. f[E_CLAIMED] .. TERM
   end
   local head = LETTER[state] .. (f[E_ERASED] == "1" and "e" or "-") .. (f[E_TARGETED] == "1" and "t " or "- ")
     .. f[E_RECEIVED] .. TERM .. holder .. enc(f[E_KIND]) .. event_component(f[E_ACTOR])
     .. event_component(f[E_BASIS]) .. event_component(f[E_REASON])
-  local n = #f - 1
+  local n, nv = #f - 1, f.nv
   if n == E_KEYS + 1 then -- one correlation key, the usual
-    return head .. enc_pair(f[E_KEYS], f[n]) .. "\n"
+    return head .. (nv and nv[1] or enc_pair(f[E_KEYS], f[n])) .. "\n"
+  elseif nv then
+    return head .. table.concat(nv) .. "\n"
   end
   local out = { head }
   for i = E_KEYS, n, 2 do
@@ -302,33 +306,35 @@ local function live_index(eid, f, add, nv_list)
   end
 end
 
-local function new_event_row(source, id, kind, at, actor, basis, keys_raw, state, run, effect, targeted, payload)
+-- The fields of a new row for the event of event_args (a), received at at,
+-- its keys encoded kept (nv) for event_head.
+local function new_event_row(a, at, state, run, effect, targeted)
   local received = instant_key(at)
-  local f = { state, source, id, kind, received, actor, basis, run, effect, "", "", "0", targeted }
+  local f = { state, a.source, a.id, a.kind, received, a.actor, a.basis, run, effect, "", "", "0", targeted, nv = a.nv }
   if state == "held" then
     f[E_CLAIMED] = received
   end
-  local n = #keys_raw
+  local keys, n = a.keys, #a.keys
   for i = 1, n do
-    f[E_KEYS + i - 1] = keys_raw[i]
+    f[E_KEYS + i - 1] = keys[i]
   end
-  f[E_KEYS + n] = payload
+  f[E_KEYS + n] = a.payload
   return f
 end
 
--- Holds the row for wait (run, effect) with claimed_at = at; returns its text
--- without the payload (event_head's). The caller parks the wait holding it
--- (park's held). A live row as event_fields read it is patched: its letter,
--- and the holder put in after received_at.
-local function hold(eid, f, run, effect, at)
+-- Holds the row for wait (run, effect), whose id is wid, with claimed_at = at;
+-- returns its text without the payload (event_head's). The caller parks the
+-- wait holding it (park's held). A live row as event_fields read it is
+-- patched: its letter, and the holder put in after received_at.
+local function hold(eid, f, run, effect, wid, at)
   local raw = f[E_STATE] == "live" and f.raw
   if f[E_STATE] == "live" then
     live_index(eid, f, false)
   end
   local claimed = instant_key(at)
-  f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "held", run, effect, claimed
+  f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f.wid = "held", run, effect, claimed, wid
   if raw then
-    local head = "H" .. string.sub(raw, 2, 21) .. enc_pair(run, effect) .. claimed .. TERM
+    local head = "H" .. string.sub(raw, 2, 21) .. wid .. claimed .. TERM
       .. string.sub(raw, 22, f.at_payload - 1)
     redis.call("HSET", K.events, eid, head .. string.sub(raw, f.at_payload))
     f.raw = nil
@@ -369,7 +375,7 @@ end
 
 -- held -> live at the original received_at, payload intact.
 local function release(eid, f)
-  f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "live", "", "", ""
+  f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f.wid = "live", "", "", "", nil
   event_write(eid, f)
   live_index(eid, f, true)
 end
@@ -379,7 +385,7 @@ local function kill(eid, f, reason)
   if f[E_STATE] == "live" then
     live_index(eid, f, false)
   end
-  f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f[E_REASON] = "dead", "", "", "", reason
+  f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f[E_REASON], f.wid = "dead", "", "", "", reason, nil
   event_write(eid, f)
   redis.call("ZADD", K.dead, "0", f[E_RECEIVED] .. eid)
 end
@@ -485,7 +491,7 @@ end
 
 -- Inserts the event of event_args as a new row in state (live or held).
 local function insert_event(a, at, state, run, effect, targeted)
-  local f = new_event_row(a.source, a.id, a.kind, at, a.actor, a.basis, a.keys, state, run, effect, targeted, a.payload)
+  local f = new_event_row(a, at, state, run, effect, targeted)
   event_write(a.eid, f)
   if state == "live" then
     live_index(a.eid, f, true, a.nv)

@@ -54,7 +54,7 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
         corrupt("index", m, "live index names a row that is not live")
       end
       local in_force = attributes()
-      local row = hold(eid, f, run, effect, at)
+      local row = hold(eid, f, run, effect, wid, at)
       park(run, wid, in_force, at, rows, sealed, eid)
       return eid, f, row
     end
@@ -125,7 +125,7 @@ local function elect(eid, f, at, nv_list)
     return nil
   end
   local reply = sub_reply(run, effect, wid, attrs, rows)
-  hold(eid, f, run, effect, at)
+  hold(eid, f, run, effect, wid, at)
   park(run, wid, attrs, at, rows, false, eid)
   return reply
 end
