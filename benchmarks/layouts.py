@@ -141,6 +141,22 @@ def w_rows_wide(p: Any, i: int, n: int) -> None:
     p.zadd(bucket("wait:order", w["run"], n, ZSET_LOAD), {w["at"] + w["wid"] + w["nv"]: 0})
 
 
+def w_run_buckets(p: Any, i: int, n: int) -> None:
+    """A wait's row (attributes, keys, created_at: a hash field, as a key row of
+    over 64 bytes would take its sorted-set bucket out of its listpack) and its
+    registration order in buckets of its run, every call that names a run naming
+    them; the election
+    tenant-wide, each entry carrying the attributes, so that deliver needs no row
+    of a one-key winner. A winner of several keys (deliver, match_waiter, revive),
+    parked_waits, waiting (through each bucket's oldest entry) and erase_payload
+    of a held event learn the runs' buckets in a first step."""
+    w = wait_ids(i, False)
+    attrs = w["kind"] + b"0f  "
+    p.hset(bucket("wait", w["run"], n, BUCKET_LOAD), w["wid"], attrs + w["nv"] + w["at"])
+    p.zadd(bucket("wait:order", w["run"], n, ZSET_LOAD), {w["at"] + w["wid"] + w["nv"]: 0})
+    p.zadd("wait:match", {w["kind"] + w["nv"] + w["at"] + w["wid"] + b"0f  ": 0})
+
+
 def w_bucketed(p: Any, i: int, n: int, interned: bool = False) -> None:
     """Rows in run buckets, election heads in key buckets, order in run buckets:
     deliver (the winner's row), unsubscribe, close and seal (the election
@@ -183,6 +199,25 @@ def e_shipped_interned(p: Any, i: int, n: int) -> None:
     e = event_ids(i, True)
     p.hset("event", e["eid"], _e_row(e) + b"|")
     p.zadd("event:live", {e["at"] + e["eid"]: 0})
+    p.zadd("event:live:key", {e["kind"] + e["nv"] + e["source"] + e["at"] + e["eid"]: 0})
+
+
+def e_shipped(p: Any, i: int, n: int) -> None:
+    """The shipped entries (``docs/keys.md``): a row under the event's id holding
+    its payload, the live order and one claim-search index grouped by sender."""
+    e = event_ids(i, False)
+    p.hset("event", e["eid"], b"L-- " + e["at"] + b" " + e["kind"] + b"   " + e["nv"] + b"\n")
+    p.zadd("event:live", {e["at"] + e["eid"]: 0})
+    p.zadd("event:live:key", {e["kind"] + e["nv"] + e["source"] + e["at"] + e["eid"]: 0})
+
+
+def e_live_scored(p: Any, i: int, n: int) -> None:
+    """As e_shipped, the live order scored by received_at with the event's id as
+    its member (a listing then resumes after a member of the same score by its
+    rank, or by reading that score's members)."""
+    e = event_ids(i, False)
+    p.hset("event", e["eid"], b"L-- " + e["at"] + b" " + e["kind"] + b"   " + e["nv"] + b"\n")
+    p.zadd("event:live", {e["eid"]: int(e["at"]) - 10**15})
     p.zadd("event:live:key", {e["kind"] + e["nv"] + e["source"] + e["at"] + e["eid"]: 0})
 
 
@@ -237,10 +272,17 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
         "two-step",
         200,
     ),
+    "wait: key rows and order in run buckets, election tenant-wide": (
+        w_run_buckets,
+        "two-step",
+        200,
+    ),
     "wait: rows tenant-wide, the rest in buckets, interned": (w_rows_wide, "two-step", 200),
     "wait: all in buckets": (w_bucketed, "two-step", 200),
     "wait: all in buckets, interned": (w_bucketed_interned, "two-step", 200),
     "event: row, payload field, three sorted sets (2026-12-03)": (e_today_like, "yes", 250),
+    "event: the shipped entries": (e_shipped, "yes", 250),
+    "event: the same, the live order scored by received_at": (e_live_scored, "yes", 250),
     "event: the shipped entries, a compact row, interned": (e_shipped_interned, "yes", 250),
     "event: row tenant-wide; indexes in buckets": (e_declared, "two-step", 250),
     "event: the same, payload in the row, interned": (e_declared_inline, "two-step", 250),
