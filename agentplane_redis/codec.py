@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple, NoReturn
 
 from .errors import CorruptRow, InvalidInput
-from .keys import INSTANT_OFFSET, ROW_STATES, split_components, unpack_event_row
+from .keys import INSTANT_OFFSET, NOT_PLAIN, ROW_STATES, split_components, unpack_event_row
 from .model import (
     JSON,
     CorrelationKey,
@@ -500,19 +500,36 @@ class StoredRow(NamedTuple):
     state: str
     #: (run, effect) of the wait holding or having consumed the row, or None.
     holder: tuple[str, str] | None
-    claimed_at: datetime | None
+    #: claimed_at in ms since the epoch, for a row with a holder.
+    claimed_ms: int | None
     #: The dead reason as stored ("" for none).
     reason: str
     erased: bool
     targeted: bool
 
 
-def _row_instant(what: str, digits: bytes) -> datetime:
-    """An instant a row holds as 16 digits (``keys.instant_member``)."""
+def _row_ms(what: str, digits: bytes) -> int:
+    """An instant a row holds as 16 digits (``keys.instant_member``), in ms."""
     ms = int(digits) - INSTANT_OFFSET
     if not MIN_INSTANT <= ms <= MAX_INSTANT:
         fail_corrupt(what, f"instant {ms} out of range")
-    return to_datetime(ms)
+    return ms
+
+
+def _event_id(data: bytes) -> tuple[str, str, int]:
+    """The source and id an event row in a reply starts with, and where they end."""
+    first = data.find(b" ")
+    second = data.find(b" ", first + 1)
+    try:
+        if first > 0 and second > first + 1:
+            if NOT_PLAIN.search(data, 0, second) is None:
+                source, id_ = data[:first].decode("utf-8"), data[first + 1 : second].decode("utf-8")
+                return source, id_, second
+            source, id_ = split_components(data[: second + 1])
+            return source, id_, second
+    except (ValueError, UnicodeDecodeError):
+        pass
+    fail_corrupt("event row", "not an event's id and row")
 
 
 def event_row(
@@ -522,13 +539,7 @@ def event_row(
     its "\\n" (the payload beside it), or with ``stored`` the whole row as stored
     (its payload last); with its received_at and the rest the row holds."""
     data = raw(row)
-    second = data.find(b" ", data.find(b" ") + 1)
-    try:
-        source, id_ = split_components(data[: second + 1]) if second > 0 else ("", "")
-    except (ValueError, UnicodeDecodeError):
-        source = id_ = ""
-    if not (source and id_):
-        fail_corrupt("event row", "not an event's id and row")
+    source, id_, second = _event_id(data)
     what = f"event ({source!r}, {id_!r})"
     f = unpack_event_row(data[second + 1 :])
     if f is None:
@@ -538,33 +549,36 @@ def event_row(
         has_payload = b"1" if payload else b"0"
     state = ROW_STATES[f[0]]
     try:
-        run, effect, _, kind, actor, basis, reason, *pairs = (v.decode("utf-8") for v in f[4:-1])
+        run, effect, _, kind, actor, basis, reason, *pairs = map(bytes.decode, f[4:-1])
     except UnicodeDecodeError:
         fail_corrupt(what, "a field is not UTF-8")
-    received = _row_instant(what, f[3])
+    received = to_datetime(_row_ms(what, f[3]))
     if not kind:
         fail_corrupt(what, "empty kind")
     if bool(actor) != bool(basis):
         fail_corrupt(what, "half an operator")
-    held = state in ("held", "consumed")
+    held = state in {"held", "consumed"}
     if held and not (run and effect):
         fail_corrupt(what, f"{state} row without a holder")
-    claimed = _row_instant(what, f[6]) if held else None
+    claimed = _row_ms(what, f[6]) if held else None
+    keys: tuple[CorrelationKey, ...]
     if len(pairs) == 2:  # the usual one key
-        keys = [CorrelationKey(pairs[0], pairs[1])]
+        keys = (CorrelationKey(pairs[0], pairs[1]),)
     else:
-        keys = sorted(
-            {CorrelationKey(pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2)},
-            key=lambda k: (k.namespace.encode(), k.value.encode()),
+        keys = tuple(
+            sorted(
+                {CorrelationKey(pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2)},
+                key=lambda k: (k.namespace.encode(), k.value.encode()),
+            )
         )
     value: JSON = None
-    if text(has_payload) == "1":
+    if has_payload in {b"1", "1"}:
         try:
             value = json.loads(raw(payload))
         except (ValueError, UnicodeDecodeError):
             fail_corrupt(what, "payload is not JSON")
     by = Operator(actor, basis) if actor else None
-    event = InboundEvent(source, id_, kind, value, tuple(keys), by)
+    event = InboundEvent(source, id_, kind, value, keys, by)
     holder = (run, effect) if held else None
     rest = StoredRow(state, holder, claimed, reason, f[1] == b"e", f[2] == b"t")
     return event, received, rest

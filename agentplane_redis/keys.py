@@ -289,22 +289,33 @@ def pack_event_row(fields: Sequence[bytes]) -> bytes:
     return b"%s%s%s %s %s%s\n%s" % (state, erased, targeted, received, holder, body, payload)
 
 
+#: What sends a row's fields through ``_unescaped``: an escape, or a control byte
+#: (which no component holds: such a row is refused there).
+NOT_PLAIN = re.compile(rb"[\x00-\x1f!]")
+
+
 def unpack_event_row(raw: bytes) -> list[bytes] | None:
     """The fields of a stored event row (``pack_event_row``'s, each component
     decoded), or None when it is not one."""
     head = _ROW_HEAD.match(raw)
     stop = raw.find(b"\n", 21)
-    if head is None or stop < 0 or raw[stop - 1 : stop] != b" " or stop <= 21:
+    if head is None or stop <= 21 or raw[stop - 1] != 0x20:
         return None
-    try:
-        parts = [_unescaped(p) for p in raw[21 : stop - 1].split(b" ")]
-    except ValueError:
-        return None
-    holder = parts[:3] if head[1] in (b"H", b"C") else [b"", b"", b""]
-    rest = parts[3:] if head[1] in (b"H", b"C") else parts
+    body = raw[21 : stop - 1]
+    parts = body.split(b" ")
+    if NOT_PLAIN.search(body) is not None:
+        try:
+            parts = [_unescaped(p) for p in parts]
+        except ValueError:
+            return None
+    letter = head[1]
+    if letter in {b"H", b"C"}:
+        holder, rest = parts[:3], parts[3:]
+    else:
+        holder, rest = [b"", b"", b""], parts
     if len(rest) < 4 or len(rest) % 2 or len(holder) < 3:
         return None
-    return [head[1], head[2], head[3], head[4], *holder, *rest, raw[stop + 1 :]]
+    return [letter, head[2], head[3], head[4], *holder, *rest, raw[stop + 1 :]]
 
 
 def timer_attrs(step: int, phase: str, case: str | None) -> bytes:

@@ -522,7 +522,7 @@ def lookup(ctx: Context, source: str, id: str) -> Plan[EventRecord | None]:
         received,
         row.state,
         row.holder,
-        row.claimed_at,
+        None if row.claimed_ms is None else codec.to_datetime(row.claimed_ms),
         codec.dead_reason(row.reason) if row.state == "dead" else None,
         row.erased,
         row.targeted,
