@@ -135,17 +135,21 @@ local function event_fields(eid, raw)
   end
   local source, id = wid_parts(eid)
   local f
-  if not string.find(raw, "!", 22, true) then -- no escaped byte: the captures are the fields
-    if letter == "L" or letter == "D" then
-      local e, t, received, kind, actor, basis, reason, ns, value, pos = string.match(raw, ROW_PATTERNS[letter])
-      if e then
-        f = { state, source, id, kind, received, actor, basis, "", "", "", reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, string.sub(raw, pos), at_payload = pos }
-      end
-    else
-      local e, t, received, run, effect, at_claimed, claimed, kind, actor, basis, reason, ns, value, pos = string.match(raw, ROW_PATTERNS[letter])
-      if e then
-        f = { state, source, id, kind, received, actor, basis, run, effect, claimed, reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, string.sub(raw, pos), at_payload = pos, at_claimed = at_claimed }
-      end
+  if letter == "L" or letter == "D" then
+    local e, t, received, kind, actor, basis, reason, ns, value, pos = string.match(raw, ROW_PATTERNS[letter])
+    if e then
+      f = { state, source, id, kind, received, actor, basis, "", "", "", reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, string.sub(raw, pos), at_payload = pos }
+    end
+  else
+    local e, t, received, run, effect, at_claimed, claimed, kind, actor, basis, reason, ns, value, pos = string.match(raw, ROW_PATTERNS[letter])
+    if e then
+      f = { state, source, id, kind, received, actor, basis, run, effect, claimed, reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, string.sub(raw, pos), at_payload = pos, at_claimed = at_claimed }
+    end
+  end
+  if f then -- the captures are the fields, unless a byte is escaped in them
+    local bang = string.find(raw, "!", 22, true)
+    if bang and bang < f.at_payload then
+      f = nil
     end
   end
   if not f then
