@@ -311,9 +311,11 @@ def unpack_event_row(raw: bytes) -> list[bytes] | None:
     letter = head[1]
     if letter in {b"H", b"C"}:
         holder, rest = parts[:3], parts[3:]
+        if len(holder) < 3 or len(holder[2]) != 16 or not holder[2].isdigit():
+            return None
     else:
         holder, rest = [b"", b"", b""], parts
-    if len(rest) < 4 or len(rest) % 2 or len(holder) < 3:
+    if len(rest) < 4 or len(rest) % 2:
         return None
     return [letter, head[2], head[3], head[4], *holder, *rest, raw[stop + 1 :]]
 

@@ -100,6 +100,7 @@ def test_event_rows_round_trip(fields):
         b"L-- 1001767225600000 k\x01    \n",  # a control byte in a field
         b"L-- 1001767225600000 k!    \n",  # "!" escaping nothing
         b"H-- 1001767225600000 r e k    \n",  # a holder cut short
+        b"H-- 1001767225600000 r e 1 k    n v \n",  # claimed_at of one digit
     ],
 )
 def test_a_broken_event_row_is_not_read(bad):
