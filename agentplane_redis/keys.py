@@ -16,7 +16,9 @@ Encodings (mirrored by ``lua/_lib/codec.lua``):
 * an **instant** in a member is ``ms + 10**15`` as 16 zero-padded decimal
   digits, so byte order is time order for every instant a ``datetime`` holds
   (negative ones included).
-* **rows** (hash values) are netstrings: ``<length>:<bytes>,`` per field.
+* an **event row** (a hash value) is its state, marks and received_at in its
+  first 21 bytes, its other fields as components, then a line end and the
+  payload (``pack_event_row``, ``unpack_event_row``).
 """
 
 from __future__ import annotations
