@@ -37,6 +37,8 @@ local ROW_HEAD = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) "
 local ROW_FREE = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) \n()"
 local ROW_HOLDER = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ()(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) \n()"
 local ROW_PATTERNS = { L = ROW_FREE, D = ROW_FREE, H = ROW_HOLDER, C = ROW_HOLDER }
+-- Where a row's fields end, at most, for its one match to be tried.
+local SHORT_ROW = 1024
 
 local function event_fault(f)
   if #f < E_KEYS or (#f - E_KEYS) % 2 ~= 0 then
@@ -76,26 +78,34 @@ local function event_fault(f)
   return nil
 end
 
--- The fields of a row of any shape (event_fields' other rows): its components
--- read one by one, each checked and decoded; nil when it is not a row.
-local function event_components(raw, f, erased, targeted, received)
+-- The fields of a row of any shape (event_fields' other rows), whose fields end
+-- at stop (its "\n"): its components split at their terminators, each with an
+-- escaped byte checked and decoded; nil when it is not a row. No byte of a
+-- field is read by a pattern, so a row of long fields costs its components'
+-- count, not its bytes. f.nv keeps the keys as stored, encoded.
+local function event_components(raw, stop, f, erased, targeted, received)
   local find, sub = string.find, string.sub
-  local stop = find(raw, "\n", 22, true)
-  if not stop or find(sub(raw, 22, stop - 1), "[%z\1-\31]") then
+  if string.byte(raw, stop - 1) ~= 32 then
     return nil
   end
-  local parts, n, pos = {}, 0, 22
+  local bang = find(raw, "!", 22, true)
+  local escaped = bang and bang < stop
+  local parts, coded, n, pos, at_third = {}, {}, 0, 22, nil
   while pos < stop do
     local e = find(raw, " ", pos, true)
-    if e > stop then
-      return nil
-    end
-    local body = sub(raw, pos, e - 1)
-    if find(body, "!", 1, true) and (find(body, "![^@-a]") or sub(body, -1) == "!") then
-      return nil
-    end
+    local c = sub(raw, pos, e - 1)
     n = n + 1
-    parts[n] = unescape(body)
+    coded[n] = c
+    if escaped and find(c, "!", 1, true) then
+      if find(c, "![^@-a]") or sub(c, -1) == "!" then
+        return nil
+      end
+      c = unescape(c)
+    end
+    parts[n] = c
+    if n == 2 then
+      at_third = e + 1
+    end
     pos = e + 1
   end
   local state = f[E_STATE]
@@ -104,7 +114,7 @@ local function event_components(raw, f, erased, targeted, received)
     if n < 3 or #parts[3] ~= 16 or find(parts[3], "%D") then
       return nil
     end
-    f[E_RUN], f[E_EFFECT], f[E_CLAIMED], first = parts[1], parts[2], parts[3], 4
+    f[E_RUN], f[E_EFFECT], f[E_CLAIMED], first, f.at_claimed = parts[1], parts[2], parts[3], 4, at_third
   else
     f[E_RUN], f[E_EFFECT], f[E_CLAIMED] = "", "", ""
   end
@@ -113,13 +123,14 @@ local function event_components(raw, f, erased, targeted, received)
   end
   f[E_KIND], f[E_RECEIVED], f[E_ACTOR], f[E_BASIS] = parts[first], received, parts[first + 1], parts[first + 2]
   f[E_REASON], f[E_ERASED], f[E_TARGETED] = parts[first + 3], erased, targeted
-  local k = E_KEYS
-  for i = first + 4, n do
-    f[k] = parts[i]
-    k = k + 1
+  local k, nv = E_KEYS, {}
+  for i = first + 4, n, 2 do
+    f[k], f[k + 1] = parts[i], parts[i + 1]
+    nv[#nv + 1] = coded[i] .. TERM .. coded[i + 1] .. TERM
+    k = k + 2
   end
   f[k] = sub(raw, stop + 1)
-  f.at_payload = stop + 1
+  f.at_payload, f.nv = stop + 1, nv
   return f
 end
 
@@ -130,12 +141,14 @@ end
 local function event_fields(eid, raw)
   local letter = string.sub(raw, 1, 1)
   local state = STATE_OF[letter]
-  if not state then
+  local stop = state and string.find(raw, "\n", 22, true)
+  if not stop then
     return nil
   end
   local source, id = wid_parts(eid)
   local f
-  if letter == "L" or letter == "D" then
+  if stop > SHORT_ROW then -- long fields: no match over their bytes
+  elseif letter == "L" or letter == "D" then
     local e, t, received, kind, actor, basis, reason, ns, value, pos = string.match(raw, ROW_PATTERNS[letter])
     if e then
       f = { state, source, id, kind, received, actor, basis, "", "", "", reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, string.sub(raw, pos), at_payload = pos }
@@ -148,7 +161,7 @@ local function event_fields(eid, raw)
   end
   if f then -- the captures are the fields, unless a byte is escaped in them
     local bang = string.find(raw, "!", 22, true)
-    if bang and bang < f.at_payload then
+    if bang and bang < stop then
       f = nil
     end
   end
@@ -157,12 +170,9 @@ local function event_fields(eid, raw)
     if not e then
       return nil
     end
-    f = event_components(raw, { state, source, id }, e == "e" and "1" or "0", t == "t" and "1" or "0", received)
+    f = event_components(raw, stop, { state, source, id }, e == "e" and "1" or "0", t == "t" and "1" or "0", received)
     if not f then
       return nil
-    end
-    if state == "held" or state == "consumed" then
-      f.at_claimed = 22 + #enc_pair(f[E_RUN], f[E_EFFECT])
     end
   end
   f.raw = raw
@@ -254,6 +264,9 @@ end
 
 -- The row's correlation keys, encoded "ns value", in first-given order.
 local function event_nv(f)
+  if f.nv then
+    return f.nv
+  end
   local out = {}
   for i = E_KEYS, #f - 1, 2 do
     out[#out + 1] = enc_pair(f[i], f[i + 1])
