@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple, NoReturn
 
 from .errors import CorruptRow, InvalidInput
-from .keys import INSTANT_OFFSET, NOT_PLAIN, ROW_STATES, split_components, unpack_event_row
+from .keys import INSTANT_OFFSET, ROW_STATES, split_components, unpack_event_row
 from .model import (
     JSON,
     CorrelationKey,
@@ -522,7 +522,7 @@ def _event_id(data: bytes) -> tuple[str, str, int]:
     second = data.find(b" ", first + 1)
     try:
         if first > 0 and second > first + 1:
-            if NOT_PLAIN.search(data, 0, second) is None:
+            if data.find(b"!", 0, second) < 0:
                 source, id_ = data[:first].decode("utf-8"), data[first + 1 : second].decode("utf-8")
                 return source, id_, second
             source, id_ = split_components(data[: second + 1])

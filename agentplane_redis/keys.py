@@ -291,9 +291,17 @@ def pack_event_row(fields: Sequence[bytes]) -> bytes:
     return b"%s%s%s %s %s%s\n%s" % (state, erased, targeted, received, holder, body, payload)
 
 
-#: What sends a row's fields through ``_unescaped``: an escape, or a control byte
-#: (which no component holds: such a row is refused there).
-NOT_PLAIN = re.compile(rb"[\x00-\x1f!]")
+#: An escape of a row's field that escapes nothing: "!" not before 0x40..0x61. (A
+#: row's field is otherwise taken as its bytes, as Lua reads it: control bytes
+#: other than the line end, which ends the fields, are content.)
+_BAD_ESCAPE = re.compile(rb"!(?![\x40-\x61])")
+
+
+def _row_field(part: bytes) -> bytes:
+    """A row's field from its component's body; ValueError for a bad escape."""
+    if _BAD_ESCAPE.search(part) is not None:
+        raise ValueError(f"a bad escape in {part!r}")
+    return _ESCAPE.sub(lambda m: bytes([m.group(1)[0] - 0x40]), part)
 
 
 def unpack_event_row(raw: bytes) -> list[bytes] | None:
@@ -305,9 +313,9 @@ def unpack_event_row(raw: bytes) -> list[bytes] | None:
         return None
     body = raw[21 : stop - 1]
     parts = body.split(b" ")
-    if NOT_PLAIN.search(body) is not None:
+    if b"!" in body:
         try:
-            parts = [_unescaped(p) for p in parts]
+            parts = [_row_field(p) if b"!" in p else p for p in parts]
         except ValueError:
             return None
     letter = head[1]

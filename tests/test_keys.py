@@ -97,8 +97,8 @@ def test_event_rows_round_trip(fields):
         b"L-- 1001767225600000 k    ",  # no end of the fields
         b"L-- 1001767225600000 k   \n",  # three fields
         b"L-- 1001767225600000 k    n \n",  # half a key
-        b"L-- 1001767225600000 k\x01    \n",  # a control byte in a field
         b"L-- 1001767225600000 k!    \n",  # "!" escaping nothing
+        b"L-- 1001767225600000 k!z    \n",  # "!" escaping a byte no escape stands for
         b"H-- 1001767225600000 r e k    \n",  # a holder cut short
         b"H-- 1001767225600000 r e 1 k    n v \n",  # claimed_at of one digit
     ],
@@ -373,6 +373,20 @@ def test_lua_reads_and_writes_event_rows_as_python_does(raw, fields):
     assert out is not None
     assert out[:-1] == lua_fields(fields)
     assert out[-1] == row
+
+
+@on_a_server(1)
+@given(st.sampled_from([b"\x01", b"\t", b"\x1f"]))
+def test_a_control_byte_in_a_row_s_field_is_content_to_lua_and_python(raw, byte):
+    """A row's field holding a control byte unescaped (no writer makes one) is read
+    by Lua and Python alike, as that byte, and written back escaped."""
+    row = b"L-- 1001767225600000 k" + byte + b"    n v \n{}"
+    fields = unpack_event_row(row)
+    assert fields is not None
+    assert fields[7] == b"k" + byte
+    out = raw.eval(EVENT_ROWS, 4, "{t}:e", "{t}:c", "{t}:l", "{t}:k", event_id("s", "i"), row)
+    assert out[:-1] == lua_fields(fields)
+    assert out[-1] == pack_event_row(fields) != row
 
 
 EVENT_PATCHES = (
