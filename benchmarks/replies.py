@@ -32,10 +32,11 @@ EVENT_ROW = (
     b"stripe evt_1 H-- 1001767225600000 run-1 await 1001767225600001 payment.settled    "
     b"order A-1 \n"
 )
-TIMER_ROW = b"2:t1,13:1767225600000,1:0,7:forward,0:,13:1767225600100,5:30000,"
-STEP = [b"OK", INSTANT, b"1", b"", b"", b""]
+#: A claim_due step (lua/claim_due.lua): status, now, more, run to retire, skip,
+#: then each timer's member, fire_at and claim count.
+STEP = [b"OK", INSTANT, b"1", b"", b"0"]
 for _i in range(16):
-    STEP += [b"run-%d t-%d " % (_i, _i), TIMER_ROW]
+    STEP += [b"run-%d t-%d 0f" % (_i, _i), INSTANT, b"1"]
 #: name -> (the reply as a list, whether it is of words)
 SHAPES: dict[str, tuple[list[bytes], bool]] = {
     "a status (`buffer`, `arm`, `disarm`)": ([b"NEW"], True),
