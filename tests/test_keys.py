@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from agentplane_redis import codec
 from agentplane_redis.codec import MAX_INSTANT, MIN_INSTANT, replayed
 from agentplane_redis.keys import (
+    ROW_STATES,
     TenantKeys,
     component,
     event_id,
@@ -317,11 +318,17 @@ def test_a_wait_s_attributes_read_back_from_its_key_rows_as_written(raw):
             assert got == b"corrupt", case
 
 
-EVENT_ROWS = (
+#: The event row helpers, with the keys they name bound as a script's are: a test's
+#: KEYS are the events, consumed, live and live_by_key keys.
+EVENTS_LUA = (
     CODEC
     + "local K = { events = KEYS[1], consumed = KEYS[2], live = KEYS[3], live_by_key = KEYS[4] }\n"
     + expand(lua_root(), "_lib/core.lua")
     + expand(lua_root(), "_lib/events.lua")
+)
+
+EVENT_ROWS = (
+    EVENTS_LUA
     + """
 -- ARGV: an eid and a row: the row's fields as event_fields reads them (false
 -- where it reads none), then the fields again as event_pack writes them.
@@ -343,7 +350,7 @@ def lua_fields(fields: list[bytes]) -> list[bytes]:
     """The fields of a row as the scripts hold them (``lua/_lib/events.lua``),
     from ``unpack_event_row``'s, for the event ("s", "i")."""
     letter, erased, targeted, received, run, effect, claimed, *rest = fields
-    state = {b"L": b"live", b"H": b"held", b"C": b"consumed", b"D": b"dead"}[letter]
+    state = ROW_STATES[letter].encode()
     kind, actor, basis, reason, *keys = rest
     marks = [b"1" if erased == b"e" else b"0", b"1" if targeted == b"t" else b"0"]
     return [
@@ -363,13 +370,18 @@ def lua_fields(fields: list[bytes]) -> list[bytes]:
     ]
 
 
+def read_in_lua(raw: Any, row: bytes) -> Any:
+    """EVENT_ROWS's answer for the row of the event ("s", "i")."""
+    return raw.eval(EVENT_ROWS, 4, "{t}:e", "{t}:c", "{t}:l", "{t}:k", event_id("s", "i"), row)
+
+
 @on_a_server(60)
 @given(event_rows())
 def test_lua_reads_and_writes_event_rows_as_python_does(raw, fields):
     """One row format: Lua reads what Python writes field for field, and writes
     those fields back as the same bytes."""
     row = pack_event_row(fields)
-    out = raw.eval(EVENT_ROWS, 4, "{t}:e", "{t}:c", "{t}:l", "{t}:k", event_id("s", "i"), row)
+    out = read_in_lua(raw, row)
     assert out is not None
     assert out[:-1] == lua_fields(fields)
     assert out[-1] == row
@@ -384,16 +396,13 @@ def test_a_control_byte_in_a_row_s_field_is_content_to_lua_and_python(raw, byte)
     fields = unpack_event_row(row)
     assert fields is not None
     assert fields[7] == b"k" + byte
-    out = raw.eval(EVENT_ROWS, 4, "{t}:e", "{t}:c", "{t}:l", "{t}:k", event_id("s", "i"), row)
+    out = read_in_lua(raw, row)
     assert out[:-1] == lua_fields(fields)
     assert out[-1] == pack_event_row(fields) != row
 
 
 EVENT_PATCHES = (
-    CODEC
-    + "local K = { events = KEYS[1], consumed = KEYS[2], live = KEYS[3], live_by_key = KEYS[4] }\n"
-    + expand(lua_root(), "_lib/core.lua")
-    + expand(lua_root(), "_lib/events.lua")
+    EVENTS_LUA
     + """
 -- ARGV: a held row's text, then claimed_at: the row re-stamped and shed, as
 -- patched and as packed anew.
@@ -434,7 +443,7 @@ def test_a_held_row_patched_in_place_is_the_row_written_anew(raw, fields, effect
     out = raw.eval(
         EVENT_PATCHES,
         4,
-        *("{t}:event", "{t}:event:consumed", "{t}:event:live", "{t}:event:live:key"),
+        *("{t}:e", "{t}:c", "{t}:l", "{t}:k"),
         *(pack_event_row(held), instant_member(at), pack_event_row(live), run, effect, at),
     )
     stamped, head, consumed, want, want_head, want_consumed = out[:6]
