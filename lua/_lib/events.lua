@@ -4,8 +4,8 @@
 --   <state><erased><targeted> <received_at> [<run> <effect> <claimed_at> ]<kind> <actor> <basis> <reason> [<namespace> <value> ]...\n<payload>
 -- state one letter (L live, H held, C consumed, D dead), erased "e" or "-",
 -- targeted "t" or "-", instants as 16 digits (instant_key), the other fields
--- components (codec.lua: each ends in a space, and no component holds a
--- control byte, so "\n" ends the last), the holder (run, effect, claimed_at)
+-- components (codec.lua: each ends in a space, and is written with every
+-- control byte escaped, so "\n" ends the last), the holder (run, effect, claimed_at)
 -- in held and consumed rows only, the minter's actor and basis and the dead
 -- reason empty for none, the correlation keys in first-given order, then the
 -- payload's JSON text ("" for null: consumed and erased rows). So a field
