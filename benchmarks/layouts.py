@@ -1,11 +1,13 @@
 """Memory per wait and per event of candidate key layouts, written directly.
 
-    python benchmarks/layouts.py [--server valkey|redis] [--items 100000]
+    python benchmarks/layouts.py [--server valkey|redis] [--items 100000] [--only TEXT]
 
 Each candidate writes the entries one registered wait (one correlation key of
-its own, the ids of ``benchmarks/memory.py``) or one buffered event (without
-its payload) would hold, with plain commands on a throwaway server, and the
-figure is ``used_memory`` grown over the items. Buckets are sized as a grown
+its own, the ids of ``benchmarks/memory.py``) or one buffered event would hold,
+with plain commands on a throwaway server, and the figure is ``used_memory``
+grown over the items: an event's row without a payload, or carrying
+``memory.py``'s payload with its bytes taken off (``CARRY_PAYLOAD``), as a
+row over 64 bytes leaves a hash bucket's listpack. Buckets are sized as a grown
 tenant's could be (``BUCKET_LOAD`` rows a hash bucket, ``ZSET_LOAD`` members a
 sorted-set bucket, whose listpack holds 128). Beside each: whether every key a
 call touches can be named by the client from the call's own ids (the rule of
@@ -24,11 +26,13 @@ buckets by key), and whether kinds and namespaces are interned to short ids.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 from collections.abc import Callable
 from typing import Any
 
 import redis
-from targets import flush, server_version
+from targets import PAYLOAD, flush, server_version
 
 from agentplane_redis.embedded import Server
 from agentplane_redis.keys import bucket_hash
@@ -39,6 +43,10 @@ BUCKET_LOAD = 128
 #: Members a sorted-set bucket holds on average (its listpack holds 128).
 ZSET_LOAD = 48
 INSTANT = 10**15 + 1767225600000
+#: ``memory.py``'s payload as a row holds it. A candidate whose rows carry it
+#: (``CARRY_PAYLOAD``) has its bytes taken off, as ``memory.py`` does; the others
+#: write rows without one.
+PAYLOAD_JSON = json.dumps(PAYLOAD, separators=(",", ":")).encode()
 
 
 def inst(i: int) -> bytes:
@@ -260,6 +268,62 @@ def e_bucketed_interned(p: Any, i: int, n: int) -> None:
     e_bucketed(p, i, n, True)
 
 
+def _e_shipped_row(e: dict[str, bytes]) -> bytes:
+    return b"L-- " + e["at"] + b" " + e["kind"] + b"   " + e["nv"] + b"\n" + PAYLOAD_JSON
+
+
+def _key_hash(e: dict[str, bytes]) -> bytes:
+    """A correlation key's (kind, namespace, value) as 16 hex digits: a member
+    prefix short enough that a bucket's members stay within 64 bytes."""
+    return hashlib.blake2b(e["kind"] + e["nv"], digest_size=8).hexdigest().encode()
+
+
+def _search_entry(p: Any, e: dict[str, bytes], i: int, n: int) -> None:
+    h = _key_hash(e)
+    member = h + b" " + e["source"] + e["at"] + b"evt_%d " % i
+    p.zadd(f"event:key:{int(h, 16) % max(1, n // ZSET_LOAD)}", {member: 0})
+
+
+def e_search_bucketed(p: Any, i: int, n: int) -> None:
+    """The shipped row, its payload in it, and the live order, tenant-wide; the
+    claim search in buckets by a hash of (kind, key), each member that hash's 16
+    hex digits, source, received_at and id (within 64 bytes, so a bucket stays a
+    listpack). A call that removes entries of keys it was not given (a claim of
+    an event with several keys, erase_payload, the sweep, a release, revive)
+    learns their buckets in a first step."""
+    e = event_ids(i, False)
+    p.hset("event", e["eid"], _e_shipped_row(e))
+    p.zadd("event:live", {e["at"] + e["eid"]: 0})
+    _search_entry(p, e, i, n)
+
+
+def e_orders_bucketed(p: Any, i: int, n: int) -> None:
+    """As e_search_bucketed, the live order in buckets of received_at
+    (``ZSET_LOAD`` events a bucket, and one tenant-wide entry a bucket naming
+    it): a claim leaves its entry behind for the sweep, which passes it in
+    time order; the sweep and the listings learn the buckets first."""
+    e = event_ids(i, False)
+    p.hset("event", e["eid"], _e_shipped_row(e))
+    if i % ZSET_LOAD == 0:
+        p.zadd("event:live:buckets", {b"%d" % (i // ZSET_LOAD): 0})
+    p.zadd(f"event:live:{i // ZSET_LOAD}", {e["at"] + e["eid"]: 0})
+    _search_entry(p, e, i, n)
+
+
+def e_bucketed_payload(p: Any, i: int, n: int) -> None:
+    """As e_bucketed, each row carrying its payload: a row over 64 bytes
+    (``hash-max-listpack-value``) turns its bucket into a hash table."""
+    e = event_ids(i, False)
+    p.hset(bucket("event", e["eid"], n, BUCKET_LOAD), e["eid"], _e_row(e) + PAYLOAD_JSON)
+    key = e["kind"] + e["nv"]
+    p.zadd(bucket("event:live:key", key, n, ZSET_LOAD), {key + e["at"] + e["eid"]: 0})
+    p.zadd(bucket("event:live", e["eid"], n, ZSET_LOAD), {e["at"] + e["eid"]: 0})
+
+
+#: The candidates whose rows carry ``PAYLOAD_JSON``.
+CARRY_PAYLOAD = {e_search_bucketed, e_orders_bucketed, e_bucketed_payload}
+
+
 #: name -> (writer, one round trip for every operation, target bytes).
 LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     "wait: today's entries": (w_today_like, "yes", 200),
@@ -288,6 +352,13 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     "event: the same, payload in the row, interned": (e_declared_inline, "two-step", 250),
     "event: all in buckets": (e_bucketed, "two-step", 250),
     "event: all in buckets, interned": (e_bucketed_interned, "two-step", 250),
+    "event: all in buckets, rows carrying the payload": (e_bucketed_payload, "two-step", 250),
+    "event: shipped row and live order; claim search in key buckets": (
+        e_search_bucketed,
+        "two-step",
+        250,
+    ),
+    "event: shipped row; both orders in buckets": (e_orders_bucketed, "two-step", 250),
 }
 
 
@@ -300,13 +371,15 @@ def per_item(client: redis.Redis, write: Writer, items: int) -> float:
         if i % 2000 == 1999:
             pipe.execute()
     pipe.execute()
-    return (int(client.info("memory")["used_memory"]) - before) / items
+    grown = (int(client.info("memory")["used_memory"]) - before) / items
+    return grown - (len(PAYLOAD_JSON) if write in CARRY_PAYLOAD else 0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--server", choices=["valkey", "redis"], default="redis")
     parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--only", default="", help="the layouts whose names hold this text")
     args = parser.parse_args()
     with Server(args.server) as server:
         client = redis.Redis.from_url(server.url)
@@ -314,6 +387,8 @@ def main() -> None:
         print("| layout | bytes per item | target | one round trip |")
         print("|---|---:|---:|---|")
         for name, (write, trips, target) in LAYOUTS.items():
+            if args.only not in name:
+                continue
             print(f"| {name} | {per_item(client, write, args.items):.0f} | {target} | {trips} |")
 
 
