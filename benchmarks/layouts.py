@@ -181,6 +181,23 @@ def w_bucketed_interned(p: Any, i: int, n: int) -> None:
     w_bucketed(p, i, n, True)
 
 
+def w_election_bucketed(p: Any, i: int, n: int) -> None:
+    """The shipped key rows (each carrying its wait's attributes), tenant-wide;
+    the election in buckets by a hash of (kind, key), each member that hash's 16
+    hex digits, created_at and the wait's id (within 64 bytes); registration
+    order in buckets of created_at (``ZSET_LOAD`` waits a bucket, one
+    tenant-wide entry a bucket naming it), an unsubscribe leaving its entry for a
+    pass that drops it. Parking a winner of several keys, unsubscribing or
+    closing an unparked wait, and ``waiting`` learn the buckets first."""
+    w = wait_ids(i, False)
+    p.zadd("wait:key", {w["wid"] + w["kind"] + b"0f  " + w["nv"] + w["at"]: 0})
+    h = hashlib.blake2b(w["kind"] + w["nv"], digest_size=8).hexdigest().encode()
+    p.zadd(f"wait:match:{int(h, 16) % max(1, n // ZSET_LOAD)}", {h + b" " + w["at"] + w["wid"]: 0})
+    if i % ZSET_LOAD == 0:
+        p.zadd("wait:order:buckets", {b"%d" % (i // ZSET_LOAD): 0})
+    p.zadd(f"wait:order:{i // ZSET_LOAD}", {w["at"] + w["wid"] + w["nv"]: 0})
+
+
 def e_today_like(p: Any, i: int, n: int) -> None:
     """Tenant-wide: row, payload field, live, live by key, live by sender."""
     e = event_ids(i, False)
@@ -343,6 +360,11 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     ),
     "wait: rows tenant-wide, the rest in buckets, interned": (w_rows_wide, "two-step", 200),
     "wait: all in buckets": (w_bucketed, "two-step", 200),
+    "wait: shipped key rows; election in key buckets, order in time buckets": (
+        w_election_bucketed,
+        "two-step",
+        200,
+    ),
     "wait: all in buckets, interned": (w_bucketed_interned, "two-step", 200),
     "event: row, payload field, three sorted sets (2026-12-03)": (e_today_like, "yes", 250),
     "event: the shipped entries": (e_shipped, "yes", 250),
