@@ -360,7 +360,7 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     ),
     "wait: rows tenant-wide, the rest in buckets, interned": (w_rows_wide, "two-step", 200),
     "wait: all in buckets": (w_bucketed, "two-step", 200),
-    "wait: shipped key rows; election in key buckets, order in time buckets": (
+    "wait: key rows; election in key buckets, order in time": (
         w_election_bucketed,
         "two-step",
         200,
@@ -375,11 +375,7 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     "event: all in buckets": (e_bucketed, "two-step", 250),
     "event: all in buckets, interned": (e_bucketed_interned, "two-step", 250),
     "event: all in buckets, rows carrying the payload": (e_bucketed_payload, "two-step", 250),
-    "event: shipped row and live order; claim search in key buckets": (
-        e_search_bucketed,
-        "two-step",
-        250,
-    ),
+    "event: shipped row; claim search in key buckets": (e_search_bucketed, "two-step", 250),
     "event: shipped row; both orders in buckets": (e_orders_bucketed, "two-step", 250),
 }
 
