@@ -181,6 +181,12 @@ def w_bucketed_interned(p: Any, i: int, n: int) -> None:
     w_bucketed(p, i, n, True)
 
 
+def _key_hash(e: dict[str, bytes]) -> bytes:
+    """A correlation key's (kind, namespace, value) as 16 hex digits: a member
+    prefix short enough that a bucket's members stay within 64 bytes."""
+    return hashlib.blake2b(e["kind"] + e["nv"], digest_size=8).hexdigest().encode()
+
+
 def w_election_bucketed(p: Any, i: int, n: int) -> None:
     """The shipped key rows (each carrying its wait's attributes), tenant-wide;
     the election in buckets by a hash of (kind, key), each member that hash's 16
@@ -191,7 +197,7 @@ def w_election_bucketed(p: Any, i: int, n: int) -> None:
     closing an unparked wait, and ``waiting`` learn the buckets first."""
     w = wait_ids(i, False)
     p.zadd("wait:key", {w["wid"] + w["kind"] + b"0f  " + w["nv"] + w["at"]: 0})
-    h = hashlib.blake2b(w["kind"] + w["nv"], digest_size=8).hexdigest().encode()
+    h = _key_hash(w)
     p.zadd(f"wait:match:{int(h, 16) % max(1, n // ZSET_LOAD)}", {h + b" " + w["at"] + w["wid"]: 0})
     if i % ZSET_LOAD == 0:
         p.zadd("wait:order:buckets", {b"%d" % (i // ZSET_LOAD): 0})
@@ -287,12 +293,6 @@ def e_bucketed_interned(p: Any, i: int, n: int) -> None:
 
 def _e_shipped_row(e: dict[str, bytes]) -> bytes:
     return b"L-- " + e["at"] + b" " + e["kind"] + b"   " + e["nv"] + b"\n" + PAYLOAD_JSON
-
-
-def _key_hash(e: dict[str, bytes]) -> bytes:
-    """A correlation key's (kind, namespace, value) as 16 hex digits: a member
-    prefix short enough that a bucket's members stay within 64 bytes."""
-    return hashlib.blake2b(e["kind"] + e["nv"], digest_size=8).hexdigest().encode()
 
 
 def _search_entry(p: Any, e: dict[str, bytes], i: int, n: int) -> None:
