@@ -13,6 +13,7 @@ from agentplane_redis.codec import MAX_INSTANT, MIN_INSTANT, replayed
 from agentplane_redis.keys import (
     ROW_STATES,
     TenantKeys,
+    _component_bytes,
     component,
     event_id,
     instant_member,
@@ -316,6 +317,89 @@ def test_a_wait_s_attributes_read_back_from_its_key_rows_as_written(raw):
             ), case
         else:
             assert got == b"corrupt", case
+
+
+KEY_ROWS = (
+    "local K = { wait_keys = KEYS[1] }\n"
+    + CODEC
+    + expand(lua_root(), "_lib/core.lua")
+    + expand(lua_root(), "_lib/waits.lua")
+    + """
+-- ARGV: one wait's key rows after its wid. Returns wait_read's reading (the
+-- attributes' text, then each row's ns, value and created_at) and the same read by
+-- KEY_ROW alone, row by row, or "corrupt: ..." for either.
+local wid = enc("r") .. enc("e")
+redis.call("DEL", K.wait_keys)
+for i = 1, #ARGV do
+  redis.call("ZADD", K.wait_keys, "0", wid .. ARGV[i])
+end
+local function flat(attrs, rows)
+  local out = { attrs[A_TEXT], attrs[A_KIND], attrs[A_FROM] }
+  for _, row in ipairs(rows) do
+    out[#out + 1] = row.ns .. "|" .. row.value .. "|" .. row.at .. "|" .. row.m
+  end
+  return out
+end
+local ok, attrs, rows = pcall(wait_read, wid)
+local got = ok and flat(attrs, rows) or { "corrupt: " .. tostring(attrs.detail) }
+local head, want_attrs, want = nil, nil, {}
+for _, m in ipairs(with_prefix(K.wait_keys, wid)) do
+  local kind, step, ph, case, source, nv, ns, value, at = string.match(m, KEY_ROW, #wid + 1)
+  if not kind or #at ~= INSTANT_WIDTH then
+    want = nil
+    want_attrs = "bad member"
+    break
+  end
+  local this = string.sub(m, #wid + 1, #m - #nv - INSTANT_WIDTH)
+  if not head then
+    if kind == TERM or not is_step(step) then
+      want, want_attrs = nil, "bad attributes"
+      break
+    end
+    head, want_attrs = this, { this, kind, source }
+  elseif this ~= head then
+    want, want_attrs = nil, "key rows disagree on the attributes"
+    break
+  end
+  want[#want + 1] = { ns = ns, value = value, at = at, m = m }
+end
+return { got, want and flat(want_attrs, want) or { "corrupt: " .. want_attrs } }
+"""
+)
+
+
+def _key_row(kind: bytes, case: bytes, ns: bytes, value: bytes, at: bytes) -> bytes:
+    c = _component_bytes
+    return c(kind) + b"7f " + c(case) + c(b"") + c(ns) + c(value) + at
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([b"k", b"xk", b"payment.settled", b"x" * 700]),
+            st.sampled_from([b"", b"c", b"c" * 600]),
+            st.binary(min_size=1, max_size=300),
+            st.sampled_from([b"1001767225600000", b"1001767225600001", b"17", b"10017672256000x0"]),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from([None, b" ", b"!", b"\x00", b"7f"]),
+)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_wait_read_reads_key_rows_as_the_whole_row_pattern_does(raw, rows, cut):
+    """Key rows short and long (past the length where they are split by finds), their
+    attributes agreeing or not, their created_at well formed or not, or with a byte
+    cut out of the last: wait_read reads each wait as KEY_ROW reads each of its rows,
+    or finds it corrupt with the same reason."""
+    members = [_key_row(kind, case, b"ns", value, at) for kind, case, value, at in rows]
+    if cut is not None:
+        last = members[-1]
+        where = last.find(cut)
+        if where >= 0:
+            members[-1] = last[:where] + last[where + len(cut) :]
+    got, want = raw.eval(KEY_ROWS, 1, "t:wait:key", *members)
+    assert got == want, members
 
 
 #: The event row helpers, with the keys they name bound as a script's are: a test's

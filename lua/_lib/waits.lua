@@ -31,11 +31,39 @@ end
 -- A key row after its wid: kind, step, phase, case, from_source, namespace,
 -- value, created_at.
 local KEY_ROW = "^([^ ]* )(%d+)([fc]) ([^ ]* )([^ ]* )(([^ ]* )([^ ]* ))(%d+)$"
+-- What follows the attributes in a key row: namespace, value, created_at.
+local KEY_TAIL = "^(([^ ]* )([^ ]* ))(%d+)$"
+-- A key row longer than this is split at its terminators by plain finds: a
+-- pattern reads every byte of its components, one by one.
+local SHORT_KEY_ROW = 512
+
+-- KEY_ROW's captures of a key row m from from, split at its terminators; nil
+-- when it is not a key row.
+local function key_row_split(m, from)
+  local find, sub = string.find, string.sub
+  local kind_end = find(m, TERM, from, true)
+  if not kind_end then
+    return nil
+  end
+  local step, ph, pos = string.match(m, "^(%d+)([fc]) ()", kind_end + 1)
+  local case_end = pos and find(m, TERM, pos, true)
+  local source_end = case_end and find(m, TERM, case_end + 1, true)
+  local ns_end = source_end and find(m, TERM, source_end + 1, true)
+  local value_end = ns_end and find(m, TERM, ns_end + 1, true)
+  if not value_end or value_end == #m or find(m, "%D", value_end + 1) then
+    return nil
+  end
+  return sub(m, from, kind_end), step, ph, sub(m, pos, case_end), sub(m, case_end + 1, source_end),
+    sub(m, source_end + 1, value_end), sub(m, source_end + 1, ns_end), sub(m, ns_end + 1, value_end),
+    sub(m, value_end + 1)
+end
 
 -- The wait's attributes and key rows, read once: its attributes (attrs_of's
 -- table) and a list of {nv = encoded ns value, at =
 -- instant key, ns, value (encoded), m = the member}; nil when the wait is not
--- registered. Every key row carries the same attributes; each is checked.
+-- registered. Every key row carries the same attributes; each is checked: a
+-- row after the first that starts with the first's attributes reads only what
+-- follows them.
 local function wait_read(wid)
   local members = with_prefix(K.wait_keys, wid)
   if #members == 0 then
@@ -43,7 +71,15 @@ local function wait_read(wid)
   end
   local attrs, head, rows, from = nil, nil, {}, #wid + 1
   for i, m in ipairs(members) do
-    local kind, step, ph, case, source, nv, ns, value, at = string.match(m, KEY_ROW, from)
+    local kind, step, ph, case, source, nv, ns, value, at
+    if head and string.find(m, head, from, true) == from then
+      nv, ns, value, at = string.match(m, KEY_TAIL, from + #head)
+      kind = nv and head
+    elseif #m - from < SHORT_KEY_ROW then
+      kind, step, ph, case, source, nv, ns, value, at = string.match(m, KEY_ROW, from)
+    else
+      kind, step, ph, case, source, nv, ns, value, at = key_row_split(m, from)
+    end
     if not kind or #at ~= INSTANT_WIDTH then
       corrupt("wait key", m, "bad member")
     end
@@ -53,7 +89,7 @@ local function wait_read(wid)
       end
       head = string.sub(m, from, #m - #nv - INSTANT_WIDTH)
       attrs = { head, kind, source }
-    elseif string.sub(m, from, #m - #nv - INSTANT_WIDTH) ~= head then
+    elseif kind ~= head and string.sub(m, from, #m - #nv - INSTANT_WIDTH) ~= head then
       corrupt("wait", wid, "key rows disagree on the attributes")
     end
     rows[i] = { nv = nv, at = at, ns = ns, value = value, m = m }
