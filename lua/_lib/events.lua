@@ -353,7 +353,7 @@ local function hold(eid, f, run, effect, wid, at)
   if raw then
     local head = "H" .. string.sub(raw, 2, 21) .. wid .. claimed .. TERM
       .. string.sub(raw, 22, f.at_payload - 1)
-    redis.call("HSET", K.events, eid, head .. string.sub(raw, f.at_payload))
+    redis.call("HSET", K.events, eid, head .. f[#f])
     f.raw = nil
     return head
   end
@@ -370,7 +370,7 @@ local function event_restamp(eid, f, claimed)
     return event_write(eid, f)
   end
   local head = string.sub(raw, 1, at - 1) .. claimed .. string.sub(raw, at + 16, f.at_payload - 1)
-  redis.call("HSET", K.events, eid, head .. string.sub(raw, f.at_payload))
+  redis.call("HSET", K.events, eid, head .. f[#f])
   f.raw = nil
   return head
 end
