@@ -261,11 +261,16 @@ def test_lua_and_python_accept_the_same_timer_members(raw, members):
             raise AssertionError(member)
 
 
-WAIT_ATTRS = (
+#: The wait helpers, with the one key they name bound as a script's is: KEYS[1].
+WAITS_LUA = (
     "local K = { wait_keys = KEYS[1] }\n"
     + CODEC
     + expand(lua_root(), "_lib/core.lua")
     + expand(lua_root(), "_lib/waits.lua")
+)
+
+WAIT_ATTRS = (
+    WAITS_LUA
     + """
 -- ARGV: kind, step, phase, case, from_source for each wait, five at a time; for
 -- each, its attributes written into a key row (in KEYS[1]) and read back by
@@ -320,10 +325,7 @@ def test_a_wait_s_attributes_read_back_from_its_key_rows_as_written(raw):
 
 
 KEY_ROWS = (
-    "local K = { wait_keys = KEYS[1] }\n"
-    + CODEC
-    + expand(lua_root(), "_lib/core.lua")
-    + expand(lua_root(), "_lib/waits.lua")
+    WAITS_LUA
     + """
 -- ARGV: one wait's key rows after its wid. Returns wait_read's reading (the
 -- attributes' text, then each row's ns, value and created_at) and the same read by
