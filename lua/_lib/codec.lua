@@ -35,9 +35,9 @@ local function enc(s)
 end
 
 -- enc(a) .. enc(b), the usual pair (run and effect, source and id, namespace and
--- value): each checked in one pass, without joining them first. The last pair is remembered with its text,
--- which a call often needs again (a correlation key its arguments and a row
--- both hold).
+-- value): each checked in one pass, without joining them first. The last pair
+-- is remembered with its text, which a call often needs again (a correlation
+-- key its arguments and a row both hold).
 local PAIR_A, PAIR_B, PAIR_TEXT
 local function enc_pair(a, b)
   if a ~= PAIR_A or b ~= PAIR_B then

@@ -72,9 +72,10 @@ local function wait_read(wid)
   local attrs, head, rows, from = nil, nil, {}, #wid + 1
   for i, m in ipairs(members) do
     local kind, step, ph, case, source, nv, ns, value, at
-    if head and string.find(m, head, from, true) == from then
+    local same = head and string.find(m, head, from, true) == from
+    if same then -- the first row's attributes: only what follows them is read
       nv, ns, value, at = string.match(m, KEY_TAIL, from + #head)
-      kind = nv and head
+      kind = nv
     elseif #m - from < SHORT_KEY_ROW then
       kind, step, ph, case, source, nv, ns, value, at = string.match(m, KEY_ROW, from)
     else
@@ -89,7 +90,7 @@ local function wait_read(wid)
       end
       head = string.sub(m, from, #m - #nv - INSTANT_WIDTH)
       attrs = { head, kind, source }
-    elseif kind ~= head and string.sub(m, from, #m - #nv - INSTANT_WIDTH) ~= head then
+    elseif not same and string.sub(m, from, #m - #nv - INSTANT_WIDTH) ~= head then
       corrupt("wait", wid, "key rows disagree on the attributes")
     end
     rows[i] = { nv = nv, at = at, ns = ns, value = value, m = m }
