@@ -17,7 +17,7 @@
 -- ARGV[4] batch: count, the most sealed marks this step retires
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
 -- Returns: {"MORE"} (retired a full batch; call again) | {"LIST" | "PART", last run, last effect, subscription, ...}
---   PART: the listing stopped at its budget of keys before its room; call again after the last
+--   PART: the listing stopped at its budget of keys or bytes before its room; call again after the last
 --   subscription = {run, effect, attributes text, {namespace, value, ...}}
 -- Errors: CORRUPT, REFUSED
 
@@ -27,8 +27,10 @@
 --@include _lib/waits.lua
 --@include _lib/matching.lua
 
--- The correlation keys one step lists, at most (past its first wait).
-local LIST_KEYS = 256
+-- The correlation keys one step lists, and the bytes of their key rows, at
+-- most (past its first wait): a key row repeats its wait's identifiers and
+-- attributes, so waits of long ones go fewer a step.
+local LIST_KEYS, LIST_BYTES = 256, 131072
 
 return guard(function()
   local room, batch = bounded(ARGV[1]), bounded(ARGV[4])
@@ -68,9 +70,9 @@ return guard(function()
   if ARGV[2] ~= "" then
     start = "(L" .. enc_pair(ARGV[2], ARGV[3])
   end
-  local out, listed = { "LIST", ARGV[2], ARGV[3] }, 0
+  local out, listed, size = { "LIST", ARGV[2], ARGV[3] }, 0, 0
   for _, m in ipairs(redis.call("ZRANGEBYLEX", K.mark_index, start, "(L\255", "LIMIT", "0", room)) do
-    if listed >= LIST_KEYS then
+    if listed >= LIST_KEYS or size >= LIST_BYTES then
       out[1] = "PART"
       break
     end
@@ -84,6 +86,9 @@ return guard(function()
     local sub = sub_reply(run, effect, wid, attrs, rows)
     out[#out + 1] = sub
     listed = listed + #sub[4] / 2
+    for _, row in ipairs(rows) do
+      size = size + #row.m
+    end
   end
   return out
 end)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from agentplane_redis import (
     Buffered,
@@ -552,6 +553,31 @@ def test_parked_waits_pages_through_many_marks(store):
         store.events.park_wait(sub("r", e, "k/1"), at=at(0))
     assert [s.effect for s in store.events.parked_waits(1000)] == effects
     assert len(store.events.parked_waits(299)) == 299
+
+
+def test_a_parked_waits_step_stops_at_its_bytes_of_key_rows(raw):
+    """Waits of long identifiers (a key row repeats its wait's, 4 KiB each here) list
+    a few a step, past the first, whatever the room: all of them, in order, in more
+    steps than waits of short ones take."""
+    from agentplane_redis import RedisStore
+
+    store = RedisStore(raw, tenant="long-rows")
+    long_ = "x" * 4000
+    runs = [f"{n:02d}{long_}" for n in range(12)]
+    for run in runs:
+        store.events.park_wait(sub(run, long_, "k/1", f"ns/{long_}", case=long_), at=at(0))
+    real, statuses = store._driver.execute, []
+
+    def execute(call: Any, first: bool = False) -> Any:
+        reply = real(call, first)
+        if call.script == "parked_waits":
+            statuses.append(bytes(reply[0]))
+        return reply
+
+    store._driver.execute = execute  # type: ignore[method-assign]
+    assert [s.run for s in store.events.parked_waits(100)] == runs
+    assert statuses[0] == b"PART"
+    assert 3 <= len(statuses) <= 6, statuses
 
 
 # ------------------------------------------------------------ 3.12 minter
