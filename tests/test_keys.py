@@ -426,6 +426,7 @@ local out = {}
 for i = 1, #f do
   out[i] = f[i]
 end
+out[#f] = event_payload(f)
 out[#out + 1] = event_pack(f)
 return out
 """

@@ -23,7 +23,9 @@
 -- The fields of a row as scripts hold them (event_fields): the state as a word,
 -- source and id (from the eid), kind, received_at and claimed_at as 16 digits
 -- ("" for none), erased and targeted "0" or "1", the keys as namespace, value,
--- and the payload last.
+-- and the payload last: in a row event_fields read, false until event_payload
+-- cuts it from the stored text (making a string costs Redis a pass over its
+-- bytes, and most reads of a row never need the payload).
 local E_STATE, E_SOURCE, E_ID, E_KIND, E_RECEIVED = 1, 2, 3, 4, 5
 local E_ACTOR, E_BASIS, E_RUN, E_EFFECT, E_CLAIMED = 6, 7, 8, 9, 10
 local E_REASON, E_ERASED, E_TARGETED, E_KEYS = 11, 12, 13, 14
@@ -60,7 +62,9 @@ local function event_fault(f)
     end
   end
   local state = f[E_STATE]
-  if f[#f] ~= "" and (state == "consumed" or f[E_ERASED] == "1") then
+  local payload = f[#f]
+  if (payload == false and f.at_payload <= #f.raw or payload and payload ~= "")
+    and (state == "consumed" or f[E_ERASED] == "1") then
     return "a payload kept past its row's consumption or erasure"
   end
   if state == "live" and (f[E_ERASED] == "1" or f[E_TARGETED] == "1") then
@@ -129,7 +133,7 @@ local function event_components(raw, stop, f, erased, targeted, received)
     nv[#nv + 1] = coded[i] .. TERM .. coded[i + 1] .. TERM
     k = k + 2
   end
-  f[k] = sub(raw, stop + 1)
+  f[k] = false
   f.at_payload, f.nv = stop + 1, nv
   return f
 end
@@ -151,12 +155,12 @@ local function event_fields(eid, raw)
   elseif letter == "L" or letter == "D" then
     local e, t, received, kind, actor, basis, reason, ns, value, pos = string.match(raw, ROW_PATTERNS[letter])
     if e then
-      f = { state, source, id, kind, received, actor, basis, "", "", "", reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, string.sub(raw, pos), at_payload = pos }
+      f = { state, source, id, kind, received, actor, basis, "", "", "", reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, false, at_payload = pos }
     end
   else
     local e, t, received, run, effect, at_claimed, claimed, kind, actor, basis, reason, ns, value, pos = string.match(raw, ROW_PATTERNS[letter])
     if e then
-      f = { state, source, id, kind, received, actor, basis, run, effect, claimed, reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, string.sub(raw, pos), at_payload = pos, at_claimed = at_claimed }
+      f = { state, source, id, kind, received, actor, basis, run, effect, claimed, reason, e == "e" and "1" or "0", t == "t" and "1" or "0", ns, value, false, at_payload = pos, at_claimed = at_claimed }
     end
   end
   if f then -- the captures are the fields, unless a byte is escaped in them
@@ -235,16 +239,28 @@ local function event_head(f)
   return table.concat(out)
 end
 
+-- The row's payload ("" for none), cut from the stored text the first time.
+local function event_payload(f)
+  local n = #f
+  local payload = f[n]
+  if payload == false then
+    payload = string.sub(f.raw, f.at_payload)
+    f[n] = payload
+  end
+  return payload
+end
+
 -- An event row's stored text.
 local function event_pack(f)
-  return event_head(f) .. f[#f]
+  return event_head(f) .. event_payload(f)
 end
 
 -- Writes the row; returns its text without the payload (event_head).
 local function event_write(eid, f)
+  local payload = event_payload(f)
   f.raw = nil -- no longer the stored text
   local head = event_head(f)
-  redis.call("HSET", K.events, eid, head .. f[#f])
+  redis.call("HSET", K.events, eid, head .. payload)
   return head
 end
 
@@ -253,7 +269,7 @@ end
 -- payload is remembered with it withheld (core.lua, remember).
 local function event_reply(eid, f, head)
   local row = eid .. (head or event_head(f))
-  local payload = f[#f]
+  local payload = event_payload(f)
   if payload ~= "" then
     local triple = { row, "1", payload }
     WITHHELD[#WITHHELD + 1] = { triple, 2 }
@@ -353,7 +369,7 @@ local function hold(eid, f, run, effect, wid, at)
   if raw then
     local head = "H" .. string.sub(raw, 2, 21) .. wid .. claimed .. TERM
       .. string.sub(raw, 22, f.at_payload - 1)
-    redis.call("HSET", K.events, eid, head .. f[#f])
+    redis.call("HSET", K.events, eid, head .. event_payload(f))
     f.raw = nil
     return head
   end
@@ -370,7 +386,7 @@ local function event_restamp(eid, f, claimed)
     return event_write(eid, f)
   end
   local head = string.sub(raw, 1, at - 1) .. claimed .. string.sub(raw, at + 16, f.at_payload - 1)
-  redis.call("HSET", K.events, eid, head .. f[#f])
+  redis.call("HSET", K.events, eid, head .. event_payload(f))
   f.raw = nil
   return head
 end
