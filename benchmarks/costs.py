@@ -175,6 +175,14 @@ def cases() -> list[tuple[str, str, int, str, list[str], object]]:
         ("ZRANGEBYLEX ... LIMIT 0 1", "zrangebylex", 4, "one key", ["costs:z"], []),
         ("a table made", "tables", REPEAT, "trivial", [], []),
         ("a concatenation of two strings", "concat", REPEAT, "two arguments", [], ["abc", "def"]),
+        (
+            "a concatenation making 1 KiB (each byte hashed as Lua makes it)",
+            "concat",
+            REPEAT,
+            "two 512-byte arguments",
+            [],
+            ["a" * 512, "b" * 512],
+        ),
         ("string.sub", "sub", REPEAT, "one argument", [], [TEXT]),
         ("string.find, plain", "find", REPEAT, "one argument", [], [TEXT]),
         ("string.match, 4 captures", "match4", REPEAT, "one argument", [], [TEXT]),
@@ -199,6 +207,7 @@ BASES = {
     "one key": (["costs:z"], []),
     "one argument": ([], ["x" * 10]),
     "two arguments": ([], ["abc", "def"]),
+    "two 512-byte arguments": ([], ["a" * 512, "b" * 512]),
     "one key, one argument": (["costs:h"], ["f-7"]),
     "one key, two arguments": (["costs:h"], ["f-7", "v" * 10]),
 }

@@ -208,8 +208,13 @@ def test_costs_prices_each_ingredient_of_a_call(request):
         for line in out.splitlines()
         if line.startswith("| ") and not line.startswith(("| ingredient", "| *"))
     }
-    assert len(prices) == 26, prices
+    assert len(prices) == 27, prices
     assert prices["a trivial function call (`return 1`)"] > 0
+    # a string's bytes are read as it is made: a long one costs more than a short one
+    assert (
+        prices["a concatenation making 1 KiB (each byte hashed as Lua makes it)"]
+        > prices["a concatenation of two strings"]
+    )
     # a command costs more than the key it names
     assert prices["HGET, a field of 2,000"] > prices["a key declared (15 keys)"] > 0
     # the library's helpers, priced the same way: a held row, with its holder, takes
