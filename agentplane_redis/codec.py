@@ -675,6 +675,14 @@ def timer_claim(timer: Timer, claim: object) -> tuple[int | None, int | None, in
     return claimed, int(parts[1]), int(parts[2])
 
 
+def listed_rows(reply: Sequence[Any]) -> list[tuple[InboundEvent, datetime, StoredRow]]:
+    """The rows of a listing step's reply (``lua/_lib/events.lua``, listed_rows):
+    after its status and last member, each row's eid and then the row as stored."""
+    return [
+        event_row(raw(reply[i]) + raw(reply[i + 1]), stored=True) for i in range(2, len(reply), 2)
+    ]
+
+
 def row_minter(row: object) -> Operator | None:
     """Who minted the event of a stored row (its eid first) that its script has
     checked already (``lua/minter.lua`` refuses a corrupt row as CorruptRow): what

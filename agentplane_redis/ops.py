@@ -411,7 +411,7 @@ def minter(ctx: Context, source: str, id: str) -> Plan[Minter | None]:
     reply = yield ctx.call("minter", args)
     if codec.check_status(reply) == "NONE":
         return None
-    return Minter(codec.row_minter(reply[1]))
+    return Minter(codec.row_minter(codec.raw(reply[1]) + codec.raw(reply[2])))
 
 
 def sweep_unclaimed(ctx: Context, older_than: datetime, reason: str = "unclaimed") -> Plan[int]:
@@ -448,12 +448,12 @@ def dead_letters_page(
         asked = min(room, LIST_BATCH)
         reply = yield ctx.call("dead_letters", [asked, cursor])
         status = codec.check_status(reply)
-        for r in reply[2:]:
-            event, received, row = codec.event_row(r, stored=True)
+        rows = codec.listed_rows(reply)
+        for event, received, row in rows:
             out.append(DeadLetter(event, received, codec.dead_reason(row.reason)))
-        room -= len(reply) - 2
+        room -= len(rows)
         cursor = reply[1] or cursor
-        if status != "MORE" and len(reply) - 2 < asked:
+        if status != "MORE" and len(rows) < asked:
             ended = True
             break
     return out, None if ended or not out else text(cursor)
@@ -909,12 +909,11 @@ def live_page(
         asked = min(room, LIST_BATCH)
         reply = yield ctx.call("live_events", [asked, cursor, order])
         status = codec.check_status(reply)
-        for r in reply[2:]:
-            event, received, _row = codec.event_row(r, stored=True)
-            out.append(BufferedEvent(event, received))
-        room -= len(reply) - 2
+        rows = codec.listed_rows(reply)
+        out += [BufferedEvent(event, received) for event, received, _row in rows]
+        room -= len(rows)
         cursor = reply[1] or cursor
-        if status != "MORE" and len(reply) - 2 < asked:
+        if status != "MORE" and len(rows) < asked:
             return out, None
     return out, text(cursor) if out else None
 

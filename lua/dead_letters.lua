@@ -4,7 +4,7 @@
 -- KEYS[2] dead: agentplane:{<tenant>}:event:dead
 -- ARGV[1] room: count, the most rows this step lists
 -- ARGV[2] after: the dead index member of the last row the previous step listed, "" to start
--- Returns: {"OK" | "MORE", last member, eid . event row as stored (its payload last), ...}
+-- Returns: {"OK" | "MORE", last member, eid, event row as stored (its payload last), ...}
 --   MORE: the step stopped at its budget of bytes before its room; call again after last
 -- Errors: CORRUPT, REFUSED
 

@@ -5,7 +5,7 @@
 -- ARGV[1] room: count, the most rows this step lists
 -- ARGV[2] after: the live index member of the last row the previous step listed, "" to start
 -- ARGV[3] order: "oldest" or "newest" first
--- Returns: {"OK" | "MORE", last member, eid . event row as stored (its payload last), ...}
+-- Returns: {"OK" | "MORE", last member, eid, event row as stored (its payload last), ...}
 --   MORE: the step stopped at its budget of bytes before its room; call again after last
 -- Errors: CORRUPT, REFUSED
 

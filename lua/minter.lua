@@ -3,7 +3,7 @@
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- ARGV[1] source: the event's source
 -- ARGV[2] id: the event's id
--- Returns: {"ROW", eid . event row as stored} | {"NONE"}
+-- Returns: {"ROW", eid, event row as stored} | {"NONE"}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua
@@ -17,5 +17,5 @@ return guard(function()
     return words("NONE")
   end
   event_parse(eid, raw) -- checked, and replied as stored
-  return { "ROW", eid .. raw }
+  return { "ROW", eid, raw }
 end)

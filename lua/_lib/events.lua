@@ -452,9 +452,11 @@ end
 local LIST_BYTES = 1048576
 
 -- A listing step's reply for members "instant . eid" of the index of rows in state:
--- {"OK" | "MORE", last member listed ("" for none), eid .. row as stored, ...}, the
+-- {"OK" | "MORE", last member listed ("" for none), eid, row as stored, ...}, the
 -- rows read up to LIST_BYTES (MORE: stopped there; call again after the last).
--- Read-only: rows go back as stored, and Python decodes and checks every field.
+-- Read-only: rows go back as stored, each beside its eid rather than joined to
+-- it (a string made is a pass over its bytes), and Python decodes and checks
+-- every field.
 local function listed_rows(members, state)
   local out, size = { "OK", "" }, 0
   for i, m in ipairs(members) do
@@ -467,7 +469,7 @@ local function listed_rows(members, state)
     if not raw or row_state(raw) ~= state then
       corrupt("index", m, state .. " index names a row that is not " .. state)
     end
-    out[i + 2] = eid .. raw
+    out[2 * i + 1], out[2 * i + 2] = eid, raw
     out[2] = m
     size = size + #raw
   end
