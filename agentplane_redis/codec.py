@@ -533,15 +533,29 @@ def _event_id(data: bytes) -> tuple[str, str, int]:
 
 
 def event_row(
-    row: object, has_payload: object = b"0", payload: object = b"", *, stored: bool = False
+    row: object,
+    has_payload: object = b"0",
+    payload: object = b"",
+    *,
+    stored: bool = False,
+    eid: object = None,
 ) -> tuple[InboundEvent, datetime, StoredRow]:
     """The event of a row as the scripts reply with it: its eid, then the row up to
     its "\\n" (the payload beside it), or with ``stored`` the whole row as stored
-    (its payload last); with its received_at and the rest the row holds."""
+    (its payload last); with its received_at and the rest the row holds. Where
+    the reply sends the eid apart (``eid``), ``row`` is the row alone."""
     data = raw(row)
-    source, id_, second = _event_id(data)
+    if eid is None:
+        source, id_, second = _event_id(data)
+        body = data[second + 1 :]
+    else:
+        ident_ = raw(eid)
+        source, id_, second = _event_id(ident_)
+        if second != len(ident_) - 1:
+            fail_corrupt("event row", "not an event's id and row")
+        body = data
     what = f"event ({source!r}, {id_!r})"
-    f = unpack_event_row(data[second + 1 :])
+    f = unpack_event_row(body)
     if f is None:
         fail_corrupt(what, "not an event row")
     if stored:
@@ -678,16 +692,14 @@ def timer_claim(timer: Timer, claim: object) -> tuple[int | None, int | None, in
 def listed_rows(reply: Sequence[Any]) -> list[tuple[InboundEvent, datetime, StoredRow]]:
     """The rows of a listing step's reply (``lua/_lib/events.lua``, listed_rows):
     after its status and last member, each row's eid and then the row as stored."""
-    return [
-        event_row(raw(reply[i]) + raw(reply[i + 1]), stored=True) for i in range(2, len(reply), 2)
-    ]
+    return [event_row(reply[i + 1], stored=True, eid=reply[i]) for i in range(2, len(reply), 2)]
 
 
-def row_minter(row: object) -> Operator | None:
-    """Who minted the event of a stored row (its eid first) that its script has
+def row_minter(eid: object, row: object) -> Operator | None:
+    """Who minted the event of a stored row, beside its eid, that its script has
     checked already (``lua/minter.lua`` refuses a corrupt row as CorruptRow): what
     is left to check here is what Lua does not, that every field is UTF-8."""
-    event, _, _ = event_row(row, stored=True)
+    event, _, _ = event_row(row, stored=True, eid=eid)
     return event.by
 
 

@@ -411,7 +411,7 @@ def minter(ctx: Context, source: str, id: str) -> Plan[Minter | None]:
     reply = yield ctx.call("minter", args)
     if codec.check_status(reply) == "NONE":
         return None
-    return Minter(codec.row_minter(codec.raw(reply[1]) + codec.raw(reply[2])))
+    return Minter(codec.row_minter(reply[1], reply[2]))
 
 
 def sweep_unclaimed(ctx: Context, older_than: datetime, reason: str = "unclaimed") -> Plan[int]:
