@@ -37,25 +37,16 @@ local KEY_TAIL = "^(([^ ]* )([^ ]* ))(%d+)$"
 -- pattern reads every byte of its components, one by one.
 local SHORT_KEY_ROW = 512
 
--- KEY_ROW's captures of a key row m from from, split at its terminators; nil
--- when it is not a key row.
+-- KEY_ROW's captures of a key row m from from, split at its terminators (the
+-- step and phase end in one too); nil when it is not a key row.
 local function key_row_split(m, from)
-  local find, sub = string.find, string.sub
-  local kind_end = find(m, TERM, from, true)
-  if not kind_end then
+  local parts, pos = take(m, from, 6)
+  local step, ph = parts and string.match(parts[2], "^(%d+)([fc]) $")
+  if not step or pos > #m or string.find(m, "%D", pos) then
     return nil
   end
-  local step, ph, pos = string.match(m, "^(%d+)([fc]) ()", kind_end + 1)
-  local case_end = pos and find(m, TERM, pos, true)
-  local source_end = case_end and find(m, TERM, case_end + 1, true)
-  local ns_end = source_end and find(m, TERM, source_end + 1, true)
-  local value_end = ns_end and find(m, TERM, ns_end + 1, true)
-  if not value_end or value_end == #m or find(m, "%D", value_end + 1) then
-    return nil
-  end
-  return sub(m, from, kind_end), step, ph, sub(m, pos, case_end), sub(m, case_end + 1, source_end),
-    sub(m, source_end + 1, value_end), sub(m, source_end + 1, ns_end), sub(m, ns_end + 1, value_end),
-    sub(m, value_end + 1)
+  local kind, case, source, ns, value = parts[1], parts[3], parts[4], parts[5], parts[6]
+  return kind, step, ph, case, source, ns .. value, ns, value, string.sub(m, pos)
 end
 
 -- The wait's attributes and key rows, read once: its attributes (attrs_of's
