@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from . import acl, server
+from . import acl, codec, server
 from .errors import (
     AgentplaneRedisError,
     DurabilityNotConfirmed,
@@ -35,7 +35,7 @@ from .errors import (
     LibraryError,
     ServerMisconfigured,
 )
-from .keys import PREFIX, locate_event, locate_timer, locate_wait, timer_attrs
+from .keys import PREFIX, Geometry, locate_event, locate_timer, locate_wait, timer_attrs
 from .model import DeadLetter, Resumed, Subscription, Timer
 from .scripts import catalogue
 from .scripts import library as this_release
@@ -830,8 +830,18 @@ def print_commands(obj: Context, lines: list[str]) -> None:
 @click.pass_obj
 @guarded
 def locate_event_command(obj: Context, source: str, event_id: str) -> None:
-    """An event's row and payload, by (source, id)."""
-    print_commands(obj, locate_event(obj.store().keys, source, event_id))
+    """An event's row and payload, by (source, id); a live one's claim-search
+    entries too."""
+    store = obj.store()
+    found = store.events.lookup(source, event_id)
+    live = None
+    if found is not None and found.state == "live":
+        received = codec.instant("received_at", found.received_at)
+        pairs = [(k.namespace, k.value) for k in found.event.correlation]
+        live = (found.event.kind, received, pairs)
+    geometry = store.client.hget(store.keys.key("geometry"), "key")
+    shape = Geometry.parse(geometry) if geometry else Geometry()
+    print_commands(obj, locate_event(store.keys, source, event_id, live, shape))
 
 
 @locate_group.command("wait")

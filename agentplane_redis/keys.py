@@ -37,7 +37,6 @@ ROLES: dict[str, str] = {
     # events
     "events": "event",  # hash  eid -> event row, its payload last
     "live": "event:live",  # lex   instant . eid            live rows, oldest first
-    "live_by_key": "event:live:key",  # lex   kind ns value source . instant . eid
     "dead": "event:dead",  # lex   instant . eid
     "consumed": "event:consumed",  # lex   instant . eid
     # waits
@@ -56,6 +55,9 @@ ROLES: dict[str, str] = {
     "timer_held_fire": "timer:held:fire",  # score fire_at   the same timers
     "timer_claims": "timer:claim",  # hash  tid -> "claimed_at lease"
     "timer_bucket": "timer:<bucket>",  # hash  tid -> attrs   by a hash of the run
+    # live rows by correlation key (the claim search), in buckets by a hash of
+    # the key: a script's key buckets follow its roles in KEYS, as many as it names
+    "key_bucket": "event:key:<bucket>",  # lex  key hash, source . instant . id
     # workers blocked on the server wait on it (BLPOP): at most two markers, "t" a
     # timer armed sooner than the walk's head, "r" a wait parked for redelivery
     "wake": "wake",  # list  markers
@@ -68,8 +70,10 @@ ROLES: dict[str, str] = {
     "replies_old": "reply:old",  # hash  token -> reply  the generation before
 }
 
-#: Roles whose key depends on the call: the bucket of a run (``TenantKeys.timer_bucket``).
-BUCKETED = frozenset({"timer_bucket"})
+#: Roles whose key depends on the call: the bucket of a run (``TenantKeys.timer_bucket``),
+#: and the buckets of correlation keys (``TenantKeys.key_bucket``), which follow a
+#: script's roles rather than hold a place among them.
+BUCKETED = frozenset({"timer_bucket", "key_bucket"})
 
 #: The buckets a tenant starts with. A run's timers share one bucket, chosen by a
 #: hash of the run; the buckets split one at a time (linear hashing) as the
@@ -105,7 +109,11 @@ class Geometry:
 
     def bucket(self, run: str) -> int:
         """The bucket of ``run``'s entries."""
-        h, span = bucket_hash(run), BUCKET_BASE << self.level
+        return self.bucket_of(bucket_hash(run))
+
+    def bucket_of(self, h: int) -> int:
+        """The bucket of the entries whose hash is ``h``."""
+        span = BUCKET_BASE << self.level
         n = h % span
         return h % (2 * span) if n < self.split else n
 
@@ -191,25 +199,48 @@ class TenantKeys:
         """Every timer bucket of the tenant, with ``geometry``'s buckets."""
         return [f"{self.tag}:timer:{n}" for n in range(geometry.count)]
 
+    def key_bucket(self, n: int) -> str:
+        """Key bucket ``n``: live rows by correlation key (``key_member``)."""
+        return f"{self.tag}:event:key:{n}"
+
+    def key_buckets(self, geometry: Geometry = Geometry()) -> list[str]:
+        """Every key bucket of the tenant, with ``geometry``'s buckets."""
+        return [self.key_bucket(n) for n in range(geometry.count)]
+
+    def key_split(self, geometry: Geometry) -> list[str]:
+        """The two key buckets the next split of ``geometry`` writes."""
+        n = geometry.split
+        return [self.key_bucket(n), self.key_bucket(n + (BUCKET_BASE << geometry.level))]
+
     def acl_pattern(self) -> str:
         """The ACL key rule (``~`` and a glob pattern) that matches exactly this
         tenant's keys: the tenant name's glob characters ``* ? [ ] \\`` are escaped,
         so that tenant ``a*`` cannot reach tenant ``acme``."""
         return f"~{PREFIX}:{{{glob_escape(self.tenant)}}}:*"
 
-    def all(self, geometry: Geometry = Geometry()) -> list[str]:
-        """Every key of the tenant: the fixed ones, then ``geometry``'s buckets."""
+    def all(
+        self, geometry: Geometry = Geometry(), key_geometry: Geometry = Geometry()
+    ) -> list[str]:
+        """Every key of the tenant: the fixed ones, then the timer buckets of
+        ``geometry`` and the key buckets of ``key_geometry``."""
         fixed = [self.key(role) for role in ROLES if role not in BUCKETED]
-        return fixed + self.timer_buckets(geometry)
+        return fixed + self.timer_buckets(geometry) + self.key_buckets(key_geometry)
 
 
-def bucket_hash(run: str) -> int:
+def bucket_hash(run: str | bytes) -> int:
     """A run's hash, as ``lua/_lib/buckets.lua`` computes it: each UTF-8 byte b in
     turn makes h = (h * 131 + b) mod 4294967291, from h = 0."""
     h = 0
-    for b in run.encode("utf-8"):
+    for b in run.encode("utf-8") if isinstance(run, str) else run:
         h = (h * 131 + b) % _HASH_PRIME
     return h
+
+
+def key_hash(kind: str, namespace: str, value: str) -> int:
+    """A correlation key's hash (with the kind it is sought for): ``bucket_hash`` of
+    the components of (kind, namespace, value). Its 8 hex digits begin the key's
+    entries in its key bucket, ``Geometry.bucket_of`` it picks the bucket."""
+    return bucket_hash(tuple_member((kind, namespace, value)))
 
 
 #: The bytes a component writes escaped: controls, space (its terminator) and "!".
@@ -355,10 +386,27 @@ def redis_cli(*words: str | bytes) -> str:
     return " ".join(["redis-cli", *(shell_word(w) for w in words)])
 
 
-def locate_event(keys: TenantKeys, source: str, id: str) -> list[str]:
-    """The redis-cli command that reads one event's row, its payload last."""
+def locate_event(
+    keys: TenantKeys,
+    source: str,
+    id: str,
+    live: tuple[str, int, Sequence[tuple[str, str]]] | None = None,
+    key_geometry: Geometry = Geometry(),
+) -> list[str]:
+    """The redis-cli commands that read one event's row, its payload last, and,
+    for a live event (``live``: its kind, received_at in ms and correlation keys),
+    its claim-search entry in the key bucket of each key (with the buckets of
+    ``key_geometry``), whose score is 0."""
     eid = event_id(source, id)
-    return [redis_cli("HGET", keys.key("events"), eid) + "   # its row, the payload last"]
+    lines = [redis_cli("HGET", keys.key("events"), eid) + "   # its row, the payload last"]
+    if live is not None:
+        kind, received, pairs = live
+        for ns, value in pairs:
+            h = key_hash(kind, ns, value)
+            member = b"%08x " % h + component(source) + instant_member(received) + component(id)
+            bucket = keys.key_bucket(key_geometry.bucket_of(h))
+            lines.append(redis_cli("ZSCORE", bucket, member) + "   # its claim-search entry: 0")
+    return lines
 
 
 def locate_wait(keys: TenantKeys, run: str, effect: str) -> list[str]:

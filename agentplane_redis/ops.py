@@ -27,6 +27,7 @@ from .keys import (
     Geometry,
     TenantKeys,
     component,
+    key_hash,
     split_components,
     timer_attrs,
     tuple_member,
@@ -99,9 +100,56 @@ class Context:
         default_factory=lambda: [Geometry()], init=False, repr=False, compare=False
     )
 
+    #: The key buckets' geometry as the server last gave it (a ``NEED`` reply).
+    _key_geometry: list[Geometry] = field(
+        default_factory=lambda: [Geometry()], init=False, repr=False, compare=False
+    )
+
     @property
     def geometry(self) -> Geometry:
         return self._geometry[0]
+
+    @property
+    def key_geometry(self) -> Geometry:
+        return self._key_geometry[0]
+
+    def keyed(
+        self,
+        script: str,
+        args: Sequence[Arg],
+        kind: str = "",
+        pairs: Sequence[str] = (),
+        *,
+        split: bool = False,
+        run: str | None = None,
+    ) -> Plan[Any]:
+        """One call of a script with key buckets: those of ``kind``'s keys (``pairs``:
+        namespace, value, ...), the two the next split writes when ``split``, and
+        whatever buckets the server answers ``NEED`` for (the buckets of keys of
+        rows the call is to touch, or of a geometry that grew since this store last
+        learned it), which it does before writing anything. A script with a timer
+        bucket gets the bucket of ``run``, and is called again after ``BUCKETS``."""
+        needed: set[int] = set()
+        for _ in range(_REGROWN_TRIES):
+            g = self.key_geometry
+            numbers = {
+                g.bucket_of(key_hash(kind, pairs[i], pairs[i + 1])) for i in range(0, len(pairs), 2)
+            }
+            more = [self.keys.key_bucket(n) for n in sorted(numbers | needed)]
+            if split:
+                more += [k for k in self.keys.key_split(g) if k not in more]
+            reply = yield self.call(script, args, run=run, more=more)
+            status = text(reply[0])
+            if status == "BUCKETS":
+                self.learn(reply[1:])
+            elif status == "NEED":
+                learned = Geometry.parse(text(reply[1]))
+                if learned != g:
+                    self._key_geometry[0], needed = learned, set()
+                needed |= {int(text(n)) for n in reply[2:]}
+            else:
+                return reply
+        raise CorruptRow("buckets", f"{script}: they changed under each of {_REGROWN_TRIES} calls")
 
     def learn(self, geometry: Sequence[Any]) -> None:
         """Takes the geometry a reply names after its status (``BUCKETS``, or the
@@ -146,9 +194,9 @@ class Context:
             # argument (before the token), which the script checks.
             g = self.geometry
             bucket = self.keys.timer_bucket(run or "", g)
-            keys = (*keys[:bucketed], bucket, *keys[bucketed + 1 :], *more)
+            keys = (*keys[:bucketed], bucket, *keys[bucketed + 1 :])
             args = (*args, g.text())
-        return Call(script, keys, tuple(args), new_token() if writes else "")
+        return Call(script, (*keys, *more), tuple(args), new_token() if writes else "")
 
     def at(self, name: str, value: datetime | None) -> str:
         """The instant argument of a script: the caller's, the local clock, or ""
@@ -270,7 +318,7 @@ def _claim(ctx: Context, reply: Sequence[Any]) -> Plan[BufferedEvent | None]:
 def buffer(ctx: Context, event: InboundEvent, *, at: datetime | None = None) -> Plan[bool]:
     """Store the event as live unless its (source, id) exists; False for a duplicate."""
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
-    reply = yield ctx.call("buffer", [ctx.at("at", at), *args])
+    reply = yield from ctx.keyed("buffer", [ctx.at("at", at), *args], args[2], args[6:], split=True)
     return codec.check_status(reply) == "NEW"
 
 
@@ -285,7 +333,7 @@ def claim_for(
 ) -> Plan[BufferedEvent | None]:
     """Claim the oldest eligible buffered event for the wait, or recover its own claim."""
     args = codec.subscription_args(sub, ctx.max_correlation_keys)
-    reply = yield ctx.call("claim_for", [ctx.at("at", at), *args])
+    reply = yield from ctx.keyed("claim_for", [ctx.at("at", at), *args], args[2], args[7:])
     return (yield from _claim(ctx, reply))
 
 
@@ -294,7 +342,7 @@ def wait(
 ) -> Plan[BufferedEvent | None]:
     """subscribe, then claim_for, in one step with one instant."""
     args = codec.subscription_args(sub, ctx.max_correlation_keys)
-    reply = yield ctx.call("wait", [ctx.at("at", at), *args])
+    reply = yield from ctx.keyed("wait", [ctx.at("at", at), *args], args[2], args[7:])
     return (yield from _claim(ctx, reply))
 
 
@@ -303,7 +351,9 @@ def match_waiter(
 ) -> Plan[Subscription | None]:
     """Offer the stored live event to the oldest eligible wait; the winner, or None."""
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
-    reply = yield ctx.call("match_waiter", [ctx.at("at", at), args[0], args[1]])
+    reply = yield from ctx.keyed(
+        "match_waiter", [ctx.at("at", at), args[0], args[1]], args[2], args[6:]
+    )
     if codec.check_status(reply) == "MATCHED":
         return codec.subscription_reply(reply[2])
     return None
@@ -314,7 +364,8 @@ def deliver(
 ) -> Plan[DeliverOutcome]:
     """buffer, then match_waiter, in one step."""
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
-    reply = yield ctx.call("deliver", [ctx.at("at", at), *args])
+    call_args = [ctx.at("at", at), *args]
+    reply = yield from ctx.keyed("deliver", call_args, args[2], args[6:], split=True)
     status = codec.check_status(reply)
     if status == "RESUMED":
         return Resumed(codec.subscription_reply(reply[2]))
@@ -349,7 +400,7 @@ def _retired(ctx: Context, reply: Sequence[Any]) -> Plan[Retired]:
 def unsubscribe_run(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Retired]:
     """Retire every wait of a concluded run; release unanswered claims, shed the rest."""
     args = [codec.ident("run", run), *codec.effects(unanswered)]
-    reply = yield ctx.call("unsubscribe_run", args)
+    reply = yield from ctx.keyed("unsubscribe_run", args)
     codec.check_status(reply)
     return (yield from _retired(ctx, reply))
 
@@ -402,7 +453,7 @@ def parked_waits_page(
 def erase_payload(ctx: Context, source: str, id: str) -> Plan[bool]:
     """Remove the payload for good, keeping the identity; whether a row existed."""
     args = [codec.ident("source", source), codec.ident("id", id)]
-    return codec.check_status((yield ctx.call("erase_payload", args))) == "ERASED"
+    return codec.check_status((yield from ctx.keyed("erase_payload", args))) == "ERASED"
 
 
 def minter(ctx: Context, source: str, id: str) -> Plan[Minter | None]:
@@ -420,7 +471,7 @@ def sweep_unclaimed(ctx: Context, older_than: datetime, reason: str = "unclaimed
     reason = codec.reason(reason)
     total = 0
     while True:
-        reply = yield ctx.call("sweep_unclaimed", [cutoff, reason, SWEEP_BATCH])
+        reply = yield from ctx.keyed("sweep_unclaimed", [cutoff, reason, SWEEP_BATCH])
         status = codec.check_status(reply)
         done = codec.integer(reply[1])
         total += done
@@ -570,7 +621,7 @@ def is_sealed(ctx: Context, run: str) -> Plan[bool]:
 def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed]:
     """seal, unsubscribe_run and disarm_run, in one step."""
     args = [ctx.at("at", None), codec.ident("run", run), *codec.effects(unanswered)]
-    reply = yield from ctx.bucketed("close", args, args[1])
+    reply = yield from ctx.keyed("close", args, run=args[1])
     codec.check_status(reply)
     retired = yield from _retired(ctx, reply)
     return Closed(retired, codec.integer(reply[3]), text(reply[4]) == "1")
@@ -848,7 +899,7 @@ def revive(
     """A dead letter back to live at ``at`` (contract 11), then matched as ``deliver``
     matches; None, and nothing changed, when ``(source, id)`` is not dead."""
     args = [ctx.at("at", at), codec.ident("source", source), codec.ident("id", id)]
-    reply = yield ctx.call("revive", args)
+    reply = yield from ctx.keyed("revive", args)
     status = codec.check_status(reply)
     if status == "RESUMED":
         return Resumed(codec.subscription_reply(reply[2]))

@@ -202,6 +202,7 @@ def bind_keys(text: str, roles: tuple[str, ...]) -> str:
     and the call token bound for a writing script."""
     header, _, body = text.partition("\n\n")
     fields = "".join(f"  {role} = KEYS[{i}],\n" for i, role in enumerate(roles, 1))
+    fields += f"  roles = {len(roles)},\n"
     token = _TOKEN_BINDING if "replies" in roles else _NO_TOKEN
     geo = _GEO_BINDING if bucketed(roles) else _NO_GEO
     return f"{header}\n\nlocal K = {{\n{fields}}}\n{token}\n{geo}\n\n{body}"
@@ -274,8 +275,8 @@ end"""
 def key_binding(roles: tuple[str, ...]) -> str:
     """The Lua expression that binds an operation's keys by role (``_ENTRY``'s
     ``bind``): one table, filled anew by each call."""
-    fields = ", ".join(f"k.{role}" for role in roles)
-    values = ", ".join(f"keys[{i}]" for i in range(1, len(roles) + 1))
+    fields = ", ".join([*(f"k.{role}" for role in roles), "k.roles"])
+    values = ", ".join([*(f"keys[{i}]" for i in range(1, len(roles) + 1)), str(len(roles))])
     return f"bound(function(k, keys) {fields} = {values} end)"
 
 

@@ -328,6 +328,12 @@ class StoreBase(Generic[D, EventsT, TimersT, RunsT]):
         return self._driver.ctx.geometry
 
     @property
+    def key_geometry(self) -> Geometry:
+        """The key buckets' geometry as this store last learned it from the server
+        (a call answered ``NEED`` learns it afresh)."""
+        return self._driver.ctx.key_geometry
+
+    @property
     def keys(self) -> TenantKeys:
         """The tenant's key names (for operators and tests)."""
         return self._driver.ctx.keys

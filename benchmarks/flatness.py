@@ -28,6 +28,7 @@ growth goes.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -133,8 +134,10 @@ def tenant_of(entry: dict[str, Any]) -> str:
 
 
 def command_of(entry: dict[str, Any]) -> str:
-    """A command a script called, and the key it wrote by its suffix: ``ZADD event:live``."""
-    return f"{Slowlog.words(entry)[0].upper()} {key_of(entry).partition('}:')[2]}"
+    """A command a script called, and the key it wrote by its suffix: ``ZADD event:live``,
+    a bucket's number written ``<bucket>`` (``ZADD event:key:<bucket>``)."""
+    suffix = re.sub(r":\d+$", ":<bucket>", key_of(entry).partition("}:")[2])
+    return f"{Slowlog.words(entry)[0].upper()} {suffix}"
 
 
 def p50(durations: list[int]) -> float:

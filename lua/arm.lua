@@ -41,7 +41,7 @@ return guard(function()
   end
   if redis.call("HLEN", K.timer_bucket) > SPLIT_AT then
     local size = redis.call("ZCARD", K.timer_walk) + redis.call("ZCARD", K.timer_held)
-    local grown = grow(geo, "timer", size, KEYS[8], KEYS[9], wid_run)
+    local grown = grow(geo, "timer", size, KEYS[8], KEYS[9])
     if grown then
       return words("NEW", grown)
     end

@@ -2,16 +2,20 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
--- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
+-- KEYS[3] geometry: agentplane:{<tenant>}:buckets
 -- KEYS[4] replies: agentplane:{<tenant>}:reply
 -- KEYS[5] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more); and the two the next split of the key
+--   buckets writes
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
--- Returns: {"NEW"} | {"SEEN"}
+-- Returns: {"NEW"} | {"SEEN"} | {"NEED", geometry, bucket, ...}
 -- Errors: REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/events.lua
 
 return guard(function()

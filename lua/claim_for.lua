@@ -2,23 +2,26 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
--- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[6] electable: agentplane:{<tenant>}:wait:match
--- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[8] marks: agentplane:{<tenant>}:mark
--- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[10] seals: agentplane:{<tenant>}:seal
+-- KEYS[3] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[4] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[5] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[6] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[7] marks: agentplane:{<tenant>}:mark
+-- KEYS[8] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[9] seals: agentplane:{<tenant>}:seal
+-- KEYS[10] geometry: agentplane:{<tenant>}:buckets
 -- KEYS[11] replies: agentplane:{<tenant>}:reply
 -- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
--- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at}
+-- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at} | {"NEED", geometry, bucket, ...}
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/events.lua
 --@include _lib/waits.lua
 --@include _lib/matching.lua

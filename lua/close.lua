@@ -2,39 +2,40 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
--- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[4] dead: agentplane:{<tenant>}:event:dead
--- KEYS[5] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[6] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[7] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[8] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[9] electable: agentplane:{<tenant>}:wait:match
--- KEYS[10] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[11] marks: agentplane:{<tenant>}:mark
--- KEYS[12] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[13] seals: agentplane:{<tenant>}:seal
--- KEYS[14] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[15] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[16] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
--- KEYS[17] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[18] geometry: agentplane:{<tenant>}:buckets
--- KEYS[19] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[20] replies: agentplane:{<tenant>}:reply
--- KEYS[21] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[3] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[4] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[5] wait_count: agentplane:{<tenant>}:wait:count
+-- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[7] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[8] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[9] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[10] marks: agentplane:{<tenant>}:mark
+-- KEYS[11] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[12] seals: agentplane:{<tenant>}:seal
+-- KEYS[13] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[14] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[15] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[16] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[17] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[18] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[19] replies: agentplane:{<tenant>}:reply
+-- KEYS[20] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- ARGV[3..] unanswered: effects whose answer the journal lacks
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
--- Returns: {"OK", waits retired, {released event, ...}, timers removed, newly sealed "1"/"0"}
+-- Returns: {"OK", waits retired, {released event, ...}, timers removed, newly sealed "1"/"0"} | {"NEED", geometry, bucket, ...}
 --   released event = {event row, has payload "1"/"0", payload JSON}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/events.lua
 --@include _lib/waits.lua
 --@include _lib/matching.lua
---@include _lib/buckets.lua
 --@include _lib/timers.lua
 
 return guard(function()
@@ -43,6 +44,7 @@ return guard(function()
     unanswered[ARGV[i]] = true
   end
   local state, timers = read_run(run), run_timers(run)
+  releases_checked(state, unanswered)
   local newly = not is_sealed(run)
   if newly then
     -- Everything the seal would re-index is retired below, so only the marker is written.

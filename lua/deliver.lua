@@ -2,22 +2,26 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
--- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[5] electable: agentplane:{<tenant>}:wait:match
--- KEYS[6] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[7] marks: agentplane:{<tenant>}:mark
--- KEYS[8] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[3] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[4] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[5] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[6] marks: agentplane:{<tenant>}:mark
+-- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[8] geometry: agentplane:{<tenant>}:buckets
 -- KEYS[9] replies: agentplane:{<tenant>}:reply
 -- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more); and the two the next split of the key
+--   buckets writes
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
--- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"DUPLICATE", at}
+-- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"DUPLICATE", at} | {"NEED", geometry, bucket, ...}
 --   subscription = {run, effect, attributes text, {namespace, value, ...}}
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/events.lua
 --@include _lib/waits.lua
 --@include _lib/matching.lua

@@ -14,6 +14,7 @@
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/events.lua
 
 -- Rows one step reads and removes, in bytes, at most (past its first row): a

@@ -2,24 +2,27 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
--- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[4] dead: agentplane:{<tenant>}:event:dead
--- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[6] electable: agentplane:{<tenant>}:wait:match
--- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[8] marks: agentplane:{<tenant>}:mark
--- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[3] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[5] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[6] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[7] marks: agentplane:{<tenant>}:mark
+-- KEYS[8] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[9] geometry: agentplane:{<tenant>}:buckets
 -- KEYS[10] replies: agentplane:{<tenant>}:reply
 -- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock: the row's new received_at
 -- ARGV[2] source: the event's source
 -- ARGV[3] id: the event's id
--- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"NONE", at} (no dead row)
+-- Returns: {"RESUMED", at, subscription} | {"BUFFERED", at} | {"NONE", at} (no dead row) | {"NEED", geometry, bucket, ...}
 --   subscription = {run, effect, attributes text, {namespace, value, ...}}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/events.lua
 --@include _lib/waits.lua
 --@include _lib/matching.lua
@@ -31,18 +34,22 @@ return guard(function()
   if not f or f[E_STATE] ~= "dead" then
     return words("NONE", decimal(at))
   end
-  redis.call("ZREM", K.dead, f[E_RECEIVED] .. eid)
+  local dead = f[E_RECEIVED] .. eid
   -- Identity, keys, minter and payload stay (an erased one stays null); the row
   -- is received anew at `at`, so the sweep gives it a whole grace period, and it
   -- is matched as a broadcast delivery is.
   f[E_RECEIVED], f[E_REASON], f[E_ERASED], f[E_TARGETED] = instant_key(at), "", "0", "0"
-  f[E_STATE] = "held" -- until elected; buffered live otherwise
+  -- Buffered live unless elected: its key buckets are checked before any write.
+  local entries = live_entries_of(eid, f)
+  need_checked()
+  redis.call("ZREM", K.dead, dead)
+  f[E_STATE] = "held" -- until elected
   local sub = elect(eid, f, at)
   if sub then
     return sub_status("RESUMED", decimal(at), sub)
   end
   f[E_STATE] = "live"
   event_write(eid, f)
-  live_index(eid, f, true)
+  live_index(eid, f, true, entries)
   return words("BUFFERED", decimal(at))
 end)

@@ -22,9 +22,9 @@
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/waits.lua
 --@include _lib/matching.lua
---@include _lib/buckets.lua
 --@include _lib/timers.lua
 
 return guard(function()

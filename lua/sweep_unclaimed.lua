@@ -2,19 +2,22 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
--- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[4] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[3] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[4] geometry: agentplane:{<tenant>}:buckets
 -- KEYS[5] replies: agentplane:{<tenant>}:reply
 -- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] older_than: instant ms, inclusive cutoff
 -- ARGV[2] reason: the dead-letter reason, verbatim
 -- ARGV[3] batch: count, the most rows this step retires
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
--- Returns: {"OK", rows retired} | {"MORE", rows retired}: the step stopped at its budget; call again
+-- Returns: {"OK", rows retired} | {"MORE", rows retired}: the step stopped at its budget; call again | {"NEED", geometry, bucket, ...}
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/events.lua
 
 -- The index bytes one step rewrites, at most (past its first row): a row's index
@@ -49,9 +52,9 @@ return guard(function()
     size = size + 2 * (#raws[i] + (#f - E_KEYS) / 2 * (#f[E_KIND] + #eid))
   end
   -- live -> dead, for the whole batch in a fixed number of calls.
-  local acc, written, dead = live_entries(), {}, {}
+  local acc, written, dead = nil, {}, {}
   for i, f in ipairs(rows) do
-    live_collect(acc, eids[i], f)
+    acc = live_collect(acc, eids[i], f)
     f[E_STATE], f[E_REASON] = "dead", reason
     written[#written + 1] = eids[i]
     written[#written + 1] = event_pack(f)

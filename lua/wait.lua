@@ -2,24 +2,27 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
--- KEYS[3] live_by_key: agentplane:{<tenant>}:event:live:key
--- KEYS[4] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[6] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[7] electable: agentplane:{<tenant>}:wait:match
--- KEYS[8] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[9] marks: agentplane:{<tenant>}:mark
--- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[11] seals: agentplane:{<tenant>}:seal
+-- KEYS[3] wait_count: agentplane:{<tenant>}:wait:count
+-- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[6] electable: agentplane:{<tenant>}:wait:match
+-- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
+-- KEYS[8] marks: agentplane:{<tenant>}:mark
+-- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[10] seals: agentplane:{<tenant>}:seal
+-- KEYS[11] geometry: agentplane:{<tenant>}:buckets
 -- KEYS[12] replies: agentplane:{<tenant>}:reply
 -- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
--- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at}
+-- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at} | {"NEED", geometry, bucket, ...}
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/events.lua
 --@include _lib/waits.lua
 --@include _lib/matching.lua
@@ -27,10 +30,14 @@
 return guard(function()
   local at = instant_arg(ARGV[1])
   local sub = sub_args()
-  -- Registered first (the ordering rule), but put up for election only if the
-  -- search misses: a hit parks the wait at once.
+  -- The search only reads, so it goes first: the buckets of the event it finds
+  -- are checked before anything is written.
+  local eid, f = claim_search(sub.kind, sub.from, sub.nv)
+  -- Registered before the claim (the ordering rule), but put up for election
+  -- only if the search misses: a hit parks the wait at once.
   local attrs, marked, sealed, added, stored, rows = register(sub.run, sub.wid, sub_attrs(), sub.nv, at, false)
-  local reply = claim_reply(sub, attrs, at, marked, not stored and UNLISTED or rows, sealed)
+  local found = { eid = eid, f = f }
+  local reply = claim_reply(sub, attrs, at, marked, not stored and UNLISTED or rows, sealed, found)
   -- A miss writes nothing, so marked and sealed still hold.
   if reply[1] == "MISS" and not marked and not sealed then
     elect_new(sub.wid, attrs, added, at)

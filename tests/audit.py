@@ -76,6 +76,15 @@ def uncomp(body: bytes) -> bytes:
     return re.sub(rb"!(.)", lambda m: bytes([m.group(1)[0] - 0x40]), body, flags=re.DOTALL)
 
 
+def key_hash(base: bytes) -> int:
+    """A key's hash as docs/keys.md gives it: each byte b in turn makes
+    h = (h * 131 + b) mod 4294967291, from h = 0."""
+    h = 0
+    for b in base:
+        h = (h * 131 + b) % 4294967291
+    return h
+
+
 def instant(ms: bytes | int) -> bytes:
     return b"%016d" % (int(ms) + 10**15)
 
@@ -103,6 +112,9 @@ class Audit:
         ledger = {wid: v.split(b" ", 1)[1] for wid, v in marks.items() if b" " in v}
         want: dict[str, set[bytes]] = defaultdict(set)
         counts: dict[str, int] = defaultdict(int)
+        stored = self.c.hget(self.p + "buckets", "key")
+        key_geometry = Geometry.parse(stored) if stored else Geometry()
+        by_bucket: dict[bytes, set[bytes]] = defaultdict(set)
         for eid, raw in events.items():
             f = event_fields(eid, raw)
             state, source, id_, kind, received = f[0], f[1], f[2], f[3], f[4]
@@ -115,7 +127,9 @@ class Audit:
                 assert not claimed and not erased and f[12] == b"0", raw
                 want["event:live"].add(at + eid)
                 for nv in keys:
-                    want["event:live:key"].add(comp(kind) + nv + comp(source) + at + eid)
+                    h = key_hash(comp(kind) + nv)
+                    bucket = b"event:key:%d" % key_geometry.bucket_of(h)
+                    by_bucket[bucket].add(b"%08x " % h + comp(source) + at + comp(id_))
             elif state == b"held":
                 assert f[7] and f[8] and f[9] and not erased, raw
                 wid = comp(f[7]) + comp(f[8])
@@ -134,8 +148,14 @@ class Audit:
             assert eid in events, "a mark names a row that does not exist"
             f = event_fields(eid, events[eid])
             assert f[0] == b"held" and comp(f[7]) + comp(f[8]) == wid, "a mark names another's row"
-        for key in ("event:live", "event:live:key", "event:consumed"):
+        for key in ("event:live", "event:consumed"):
             assert self.z(key) == want[key], f"{key} disagrees with the rows"
+        found = {k: self.z(k.decode()) for k in self.key_buckets()}
+        past = [k for k in found if int(k.rsplit(b":", 1)[1]) >= key_geometry.count]
+        assert not past, f"key buckets past the count: {past!r}"
+        assert {k: v for k, v in found.items() if v} == dict(by_bucket), (
+            "the key buckets disagree with the live rows"
+        )
         assert self.z("event:dead") == want["event:dead"], "event:dead disagrees with the rows"
         self.waits()
         self.timers()
@@ -176,6 +196,13 @@ class Audit:
 
     def scored(self, suffix: str) -> dict[bytes, float]:
         return dict(self.c.zrange(self.p + suffix, 0, -1, withscores=True))
+
+    def key_buckets(self) -> list[bytes]:
+        """The key buckets' names without the tenant's prefix (``event:key:<n>``)."""
+        keys = self.c.scan_iter(
+            match=self.p.replace("{", "[{]").replace("}", "[}]") + "event:key:[0-9]*"
+        )
+        return [k[len(self.p) :] for k in keys]
 
     def buckets(self) -> dict[bytes, dict[bytes, bytes]]:
         """Each timer bucket's rows, by bucket key."""

@@ -146,7 +146,7 @@ def test_the_benchmarks_fill_puts_every_structure_past_its_compact_encoding():
         store = RedisStore(client, tenant="acme")
         fill(store, 600)  # past 512 hash and 128 sorted-set entries
         # reply:old exists once a generation of remembered replies is full (1 MiB)
-        buckets = set(store.keys.timer_buckets())
+        buckets = set(store.keys.timer_buckets()) | set(store.keys.key_buckets())
         found = {
             key: client.object("encoding", key)
             for key in store.keys.all()
@@ -322,7 +322,7 @@ def test_flatness_shows_the_commands_inside_an_operation_where_redis_times_them(
     require_program(request, "redis-server")
     args = ("--server", "redis", "--small", "100", "--large", "400", "--calls", "20")
     flat = run("flatness.py", *args)
-    for command in ("buffer: ZADD event:live:key", "erase_payload: ZREM event:live:key"):
+    for command in ("buffer: ZADD event:key:<bucket>", "erase_payload: ZREM event:key:<bucket>"):
         assert f"| {command} |" in flat
     assert "no time of their own" not in flat
 
@@ -387,9 +387,9 @@ def test_flatness_reads_each_call_s_tenant_and_a_median_finer_than_a_microsecond
     assert flatness.tenant_of(entry) == "large"
     assert flatness.tenant_of({"command": "EVALSHA ab12 2 agentplane:{small}:event x"}) == "small"
     assert flatness.tenant_of({"command": "PING"}) == ""
-    inside = {"command": b"ZADD agentplane:{large}:event:live:key 0 m"}
+    inside = {"command": b"ZADD agentplane:{large}:event:key:12 0 m"}
     assert flatness.tenant_of(inside) == "large"
-    assert flatness.command_of(inside) == "ZADD event:live:key"
+    assert flatness.command_of(inside) == "ZADD event:key:<bucket>"
 
 
 @pytest.mark.real

@@ -1,14 +1,16 @@
-"""Timer buckets grow with the tenant (docs/keys.md, "Timer buckets"), over every
-backend and flavour: rows move by linear hashing, a store that learned an older
-geometry is told the new one and calls again, nothing is lost or found twice."""
+"""Timer and key buckets grow with the tenant (docs/keys.md, "Timer buckets",
+"Key buckets"), over every backend and flavour: rows move by linear hashing, a
+store that learned an older geometry is told the new one and calls again,
+nothing is lost or found twice."""
 
 from __future__ import annotations
 
 from audit import Audit
 
-from agentplane_redis.keys import BUCKET_BASE, BUCKET_LOAD, Geometry, bucket_hash
+from agentplane_redis import Resumed
+from agentplane_redis.keys import BUCKET_BASE, BUCKET_LOAD, Geometry, bucket_hash, key_hash
 
-from helpers import at, timer
+from helpers import at, ev, sub, timer
 
 #: Runs whose names need escaping or are not ASCII, hashed as their UTF-8.
 ODD = ["a b", "x!y", "naïve", "日本", "tab\there", "q'uote"]
@@ -87,3 +89,68 @@ def test_a_sealed_runs_timers_are_retired_from_grown_buckets(store, make, raw, b
     assert stale.timers.lookup(sealed, "t") is None
     assert stale.geometry == geometry(raw, store)
     Audit(raw, backend.tenant).timers()
+
+
+def key_geometry(raw, store) -> Geometry:
+    stored = raw.hget(store.keys.key("geometry"), "key")
+    return Geometry.parse(stored) if stored else Geometry()
+
+
+def test_key_buckets_split_as_events_arrive_and_every_event_stays_found(store, make, raw, backend):
+    """Past BUCKET_LOAD live events a bucket on average, buffering splits key buckets
+    one by one; each entry sits in its key's bucket, and stores that never saw a
+    split claim, erase, sweep and release through the new buckets, learning the
+    buckets of an event's further keys (NEED) before anything is written."""
+    stale = [make(backend.tenant) for _ in range(4)]
+    values = runs(3 * BUCKET_BASE * BUCKET_LOAD)
+    for i, value in enumerate(values):
+        assert store.events.buffer(ev(f"e{i}", f"k/{value}"), at=at(i))
+    g = key_geometry(raw, store)
+    assert g.count > BUCKET_BASE
+    assert store.key_geometry != Geometry()  # told NEED when a split outran it
+    sizes = [raw.zcard(k) for k in store.keys.key_buckets(g)]
+    assert sum(sizes) == len(values)
+    assert max(sizes) <= 128  # each stays a listpack (zset-max-listpack-entries)
+    Audit(raw, backend.tenant).run()
+
+    moved = [v for v in values if g.bucket_of(key_hash("paid", "k", v)) >= BUCKET_BASE]
+    assert moved
+    found = stale[0].events.claim_for(sub("r0", "w", f"k/{moved[0]}"), at=at(10**6))
+    assert found is not None
+    assert found.event.id == f"e{values.index(moved[0])}"
+    assert stale[0].key_geometry == g
+    # An event of three keys, claimed through one: its other keys' entries go too.
+    many = ev("many", *(f"k/{v}" for v in moved[1:4]))
+    assert store.events.buffer(many, at=at(-1))
+    assert stale[1].events.claim_for(sub("r1", "w", f"k/{moved[2]}")).event.id == "many"
+    Audit(raw, backend.tenant).run()
+    # Released (an unanswered claim of a concluded run), it is live again under all three.
+    retired = stale[2].events.unsubscribe_run("r1", ["w"])
+    assert [e.id for e in retired.released] == ["many"]
+    Audit(raw, backend.tenant).run()
+    assert stale[3].events.erase_payload("src", "many") is True
+    assert make(backend.tenant).events.sweep_unclaimed(at(10**7)) == len(values) - 1
+    assert make(backend.tenant).events.stats().live == 0
+    Audit(raw, backend.tenant).run()
+    dead = next(f"e{i}" for i, v in enumerate(values) if v != moved[0])
+    assert make(backend.tenant).events.revive("src", dead) is not None  # live again
+    Audit(raw, backend.tenant).run()
+
+
+def test_a_claim_search_passes_over_another_key_of_the_same_hash(store, raw, backend):
+    """Two keys whose hashes collide share their bucket's entries; a search under
+    one never hands out the other's event, with or without a sender."""
+    a, b = "A-7000408", "A-30689030"
+    assert key_hash("paid", "order", a) == key_hash("paid", "order", b)
+    assert store.events.buffer(ev("b-old", f"order/{b}"), at=at(0))
+    assert store.events.buffer(ev("a-new", f"order/{a}"), at=at(1))
+    assert store.events.buffer(ev("b-new", f"order/{b}", source="other"), at=at(2))
+    wanted = sub("r", "w", f"order/{a}")
+    assert store.events.claim_for(wanted).event.id == "a-new"
+    assert store.events.claim_for(sub("s", "w", f"order/{a}")) is None
+    by_sender = sub("t", "w", f"order/{b}", from_source="src")
+    assert store.events.claim_for(by_sender).event.id == "b-old"
+    outcome = store.events.deliver(ev("a-2", f"order/{a}"), at=at(3))
+    assert not isinstance(outcome, Resumed)
+    assert store.events.claim_for(sub("u", "w", f"order/{b}")).event.id == "b-new"
+    Audit(raw, backend.tenant).run()

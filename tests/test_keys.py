@@ -405,13 +405,18 @@ def test_wait_read_reads_key_rows_as_the_whole_row_pattern_does(raw, rows, cut):
 
 
 #: The event row helpers, with the keys they name bound as a script's are: a test's
-#: KEYS are the events, consumed, live and live_by_key keys.
+#: KEYS are the events, consumed, live and geometry keys, then the key buckets
+#: (``EVENT_KEYS``).
 EVENTS_LUA = (
     CODEC
-    + "local K = { events = KEYS[1], consumed = KEYS[2], live = KEYS[3], live_by_key = KEYS[4] }\n"
+    + "local K = { events = KEYS[1], consumed = KEYS[2], live = KEYS[3], geometry = KEYS[4],"
+    + " roles = 4 }\nlocal GEO\n"
     + expand(lua_root(), "_lib/core.lua")
+    + expand(lua_root(), "_lib/buckets.lua")
     + expand(lua_root(), "_lib/events.lua")
 )
+#: The keys of EVENTS_LUA: the roles, then every key bucket of a new tenant.
+EVENT_KEYS = ("{t}:e", "{t}:c", "{t}:l", "{t}:buckets", *(f"{{t}}:event:key:{n}" for n in range(8)))
 
 EVENT_ROWS = (
     EVENTS_LUA
@@ -459,7 +464,7 @@ def lua_fields(fields: list[bytes]) -> list[bytes]:
 
 def read_in_lua(raw: Any, row: bytes) -> Any:
     """EVENT_ROWS's answer for the row of the event ("s", "i")."""
-    return raw.eval(EVENT_ROWS, 4, "{t}:e", "{t}:c", "{t}:l", "{t}:k", event_id("s", "i"), row)
+    return raw.eval(EVENT_ROWS, len(EVENT_KEYS), *EVENT_KEYS, event_id("s", "i"), row)
 
 
 @on_a_server(60)
@@ -512,7 +517,7 @@ out[8] = redis.call("HGET", K.events, "s i ")
 g = event_fields("s i ", ARGV[3])
 g[E_STATE], g[E_RUN], g[E_EFFECT], g[E_CLAIMED] = "held", ARGV[4], ARGV[5], ARGV[2]
 out[9], out[10] = event_head(g), event_pack(g)
-redis.call("DEL", K.events, K.consumed)
+redis.call("DEL", K.events, K.consumed, K.live)
 return out
 """
 )
@@ -529,8 +534,8 @@ def test_a_held_row_patched_in_place_is_the_row_written_anew(raw, fields, effect
     live = [b"L", b"-", b"-", fields[3], b"", b"", b"", *fields[7:]]
     out = raw.eval(
         EVENT_PATCHES,
-        4,
-        *("{t}:e", "{t}:c", "{t}:l", "{t}:k"),
+        len(EVENT_KEYS),
+        *EVENT_KEYS,
         *(pack_event_row(held), instant_member(at), pack_event_row(live), run, effect, at),
     )
     stamped, head, consumed, want, want_head, want_consumed = out[:6]

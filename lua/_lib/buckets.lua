@@ -1,32 +1,43 @@
--- Buckets: a family's entries (the timer rows, family "timer") spread over
--- small hashes by a hash of their run, so that each stays in the server's
--- compact listpack encoding whatever the tenant's size.
+-- Buckets: a family's entries spread over small keys by a hash, so that each
+-- stays in the server's compact listpack encoding whatever the tenant's size:
+-- the timer rows (family "timer", hashes by a hash of their run) and the live
+-- rows' claim-search entries (family "key", sorted sets by a hash of their
+-- correlation key, below).
 --
 -- A family has BUCKET_BASE * 2^level + split buckets (linear hashing): the
 -- bucket of hash h is h mod (BUCKET_BASE * 2^level), or h mod (BUCKET_BASE *
 -- 2^(level + 1)) where that is below split. K.geometry holds "<level> <split>"
 -- per family ("0 0" when absent). An insert into a bucket of more than SPLIT_AT
--- rows, when the family holds more than BUCKET_LOAD entries a bucket on
+-- entries, when the family holds more than BUCKET_LOAD entries a bucket on
 -- average (the first condition is a cheap gate to the second, and keeps a
--- bucket swollen by one run from splitting others without end), splits bucket
--- `split` into itself and its image
--- `split + BUCKET_BASE * 2^level`, one bucket at a time. The client computes a
--- call's bucket keys from the geometry it last saw and passes that geometry
--- (GEO); a script whose GEO is not the current geometry answers
--- {"BUCKETS", geometry} before writing anything, and the client calls again.
+-- bucket swollen by one run or key from splitting others without end), splits
+-- bucket `split` into itself and its image `split + BUCKET_BASE * 2^level`,
+-- one bucket at a time. The client computes a call's bucket keys from the
+-- geometry it last saw. A timer script checks that geometry (GEO) and answers
+-- {"BUCKETS", geometry} before writing anything when it is not the stored one;
+-- a script with key buckets checks each key bucket it is to read or write by
+-- name, and answers {"NEED", geometry, bucket, ...} before writing anything when
+-- one is not among its keys, and the client calls again with those buckets.
 -- (agentplane_redis.keys.Geometry mirrors this.)
 
 local BUCKET_BASE, BUCKET_LOAD, SPLIT_AT, HASH_PRIME = 8, 16, 48, 4294967291
 
 -- A string's hash: each byte b in turn makes h = (h * 131 + b) mod HASH_PRIME
--- (exact in a double: h * 131 + 255 stays below 2^40).
+-- (exact in a double: two bytes at a time keep h * 131^2 + 255 * 132 below 2^53).
 local function bucket_hash(s)
-  local h, n = 0, #s
-  for first = 1, n, 256 do
-    local bytes = { string.byte(s, first, math.min(n, first + 255)) }
-    for i = 1, #bytes do
-      h = (h * 131 + bytes[i]) % HASH_PRIME
-    end
+  local h, n, byte = 0, #s, string.byte
+  local i = 1
+  while i + 7 <= n do
+    local a, b, c, d, e, f, g, k = byte(s, i, i + 7)
+    h = ((h * 131 + a) * 131 + b) % HASH_PRIME
+    h = ((h * 131 + c) * 131 + d) % HASH_PRIME
+    h = ((h * 131 + e) * 131 + f) % HASH_PRIME
+    h = ((h * 131 + g) * 131 + k) % HASH_PRIME
+    i = i + 8
+  end
+  while i <= n do
+    h = (h * 131 + byte(s, i)) % HASH_PRIME
+    i = i + 1
   end
   return h
 end
@@ -63,14 +74,21 @@ local function bucket_rows(key)
   return redis.call("HGETALL", key)
 end
 
--- After an insert into a bucket that now holds more than SPLIT_AT rows, with
--- `size` entries in the family's buckets (geometry text `text`):
--- when that is more than BUCKET_LOAD a bucket, splits bucket g.split (key `from`) into
--- itself and its image (key `to`), run_of(field) naming each field's run (a
--- run's rows stay together, so each run is hashed once), and returns the new
--- geometry's text. Returns nil when no split is due, or when from and to are
--- not those buckets (the caller's geometry was older: a later insert splits).
-local function grow(text, family, size, from, to, run_of)
+-- A key bucket's members.
+local function zrange_all(key)
+  return redis.call("ZRANGE", key, "0", "-1")
+end
+
+-- After an insert into a bucket that now holds more than SPLIT_AT entries, with
+-- `size` entries in the family's buckets (geometry text `text`): when that is
+-- more than BUCKET_LOAD a bucket, splits bucket g.split (key `from`) into
+-- itself and its image (key `to`), and returns the new geometry's text. A
+-- timer bucket's entries are its fields, hashed by their run (a run's rows stay
+-- together, so each run is hashed once); a key bucket's are its members, whose
+-- first 8 hex digits are their hash. Returns nil when no split is due, or when
+-- from and to are not those buckets (the caller's geometry was older: a later
+-- insert splits).
+local function grow(text, family, size, from, to)
   local g = geometry_parse(family, text)
   if size <= BUCKET_LOAD * (g.span + g.split) then
     return nil
@@ -78,22 +96,42 @@ local function grow(text, family, size, from, to, run_of)
   if not (from and to and names_bucket(from, g.split) and names_bucket(to, g.split + g.span)) then
     return nil
   end
-  local flat, wide, stays = bucket_rows(from), 2 * g.span, {}
+  local sorted = family == "key"
+  local flat = sorted and zrange_all(from) or bucket_rows(from)
+  local wide, step, stays = 2 * g.span, sorted and 1 or 2, {}
   local moved, gone, n = {}, {}, 0
-  for i = 1, #flat, 2 do
-    local run = run_of(flat[i])
-    local stay = stays[run]
+  for i = 1, #flat, step do
+    local e = flat[i]
+    local by = sorted and string.sub(e, 1, 8) or wid_run(e)
+    local stay = stays[by]
     if stay == nil then
-      stay = bucket_hash(run) % wide == g.split
-      stays[run] = stay
+      local h
+      if sorted then
+        h = string.match(e, "^%x%x%x%x%x%x%x%x ") and tonumber(by, 16)
+        if not h then
+          corrupt("index", e, "bad key bucket member")
+        end
+      else
+        h = bucket_hash(by)
+      end
+      stay = h % wide == g.split
+      stays[by] = stay
     end
     if not stay then
       n = n + 1
-      moved[2 * n - 1], moved[2 * n], gone[n] = flat[i], flat[i + 1], flat[i]
+      gone[n] = e
+      if sorted then
+        moved[2 * n - 1], moved[2 * n] = "0", e
+      else
+        moved[2 * n - 1], moved[2 * n] = e, flat[i + 1]
+      end
     end
   end
-  call_all("HSET", to, moved) -- field, value pairs: CHUNK is even
-  call_all("HDEL", from, gone)
+  if n > 0 then
+    -- pairs: CHUNK is even
+    call_all(sorted and "ZADD" or "HSET", to, moved)
+    call_all(sorted and "ZREM" or "HDEL", from, gone)
+  end
   local level, split = g.level, g.split + 1
   if split == g.span then
     level, split = level + 1, 0
@@ -101,4 +139,77 @@ local function grow(text, family, size, from, to, run_of)
   local text = level .. " " .. split
   redis.call("HSET", K.geometry, family, text)
   return text
+end
+
+-- Key buckets. The claim search's entries of a live row sit in the bucket of
+-- each of its correlation keys, one member each:
+--   <hash> <source><received_at><id>
+-- hash the 8 hex digits of bucket_hash(enc(kind) .. enc(namespace) ..
+-- enc(value)), source and id components, received_at 16 digits: short enough
+-- for a bucket's listpack (64 bytes a member) with the usual identifiers. A
+-- hash names one key or, rarely, several: a search checks the row's kind and
+-- keys. Entries of one key sort by sender, then (received_at, id).
+
+-- The stored key geometry {level, split, span, text}, read once a call (the
+-- last one parsed is kept: a tenant's geometry changes once a split).
+local KEY_GEOMETRY = {}
+local function key_geometry()
+  local g = PER_CALL.key_geometry
+  if not g then
+    local text = redis.call("HGET", K.geometry, "key") or "0 0"
+    g = KEY_GEOMETRY
+    if g.text ~= text then
+      g = geometry_parse("key", text)
+      g.text, KEY_GEOMETRY = text, g
+    end
+    PER_CALL.key_geometry = g
+    PER_CALL.key_prefix = string.sub(K.geometry, 1, -8) .. "event:key:"
+  end
+  return g
+end
+
+-- Whether key is one of the call's keys after its roles.
+local function named(key)
+  local keys = KEYS
+  for i = K.roles + 1, #keys do
+    if keys[i] == key then
+      return true
+    end
+  end
+  return false
+end
+
+-- The hash text (8 hex digits) and the key bucket of a key base = enc(kind) ..
+-- nv; the bucket is false, and its number noted for NEED, when the call did
+-- not name it. Kept for the call under base (which, a key's components, is
+-- none of PER_CALL's own fields).
+local function key_bucket(base)
+  local seen = PER_CALL[base] -- a key met before in this call
+  if seen then
+    return seen[1], seen[2]
+  end
+  local h, g = bucket_hash(base), key_geometry()
+  local n = h % g.span
+  if n < g.split then
+    n = h % (2 * g.span)
+  end
+  local key = PER_CALL.key_prefix .. n
+  if not named(key) then
+    local need = PER_CALL.need or {}
+    PER_CALL.need = need
+    need[#need + 1] = n
+    key = false
+  end
+  local hex = string.format("%08x", h)
+  PER_CALL[base] = { hex, key }
+  return hex, key
+end
+
+-- Answers {"NEED", geometry, bucket, ...} (before any write) when a key bucket
+-- the call is to touch was not among its keys.
+local function need_checked()
+  local need = PER_CALL.need
+  if need then
+    error({ agentplane_need = need, geometry = key_geometry().text }, 0)
+  end
 end

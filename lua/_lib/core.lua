@@ -60,6 +60,8 @@ local function printable(s)
 end
 
 local REPLY_GENERATION_BYTES, REPLY_ENTRY = 1048576, 64
+-- What helpers keep for the length of one call (reset by guard).
+local PER_CALL = {}
 -- Where this call's reply holds payloads, each {t, i}: the "has payload" flag at
 -- t[i] and the payload at t[i + 1] (reset by guard; filled by event_reply).
 local WITHHELD = {}
@@ -208,7 +210,7 @@ local function remembered(token)
 end
 
 local function guard(body)
-  WITHHELD = {}
+  WITHHELD, PER_CALL = {}, {}
   if TOKEN and TOKEN ~= "" and string.byte(ACKS) ~= 43 then -- not a first send ("+")
     local entry = remembered(TOKEN)
     if entry then
@@ -239,6 +241,13 @@ local function guard(body)
   end
   if type(res) == "table" and res.agentplane_regrown then
     return { "BUCKETS", res.agentplane_regrown }
+  end
+  if type(res) == "table" and res.agentplane_need then
+    local out = { "NEED", res.geometry }
+    for i, n in ipairs(res.agentplane_need) do
+      out[i + 2] = string.format("%d", n)
+    end
+    return out
   end
   error(res, 0)
 end

@@ -36,9 +36,11 @@ local LETTER = { live = "L", held = "H", consumed = "C", dead = "D" }
 -- the first bytes and received_at, the holder (held, consumed), kind, actor,
 -- basis, reason, namespace and value, and where the payload starts.
 local ROW_HEAD = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) "
-local ROW_FREE = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) \n()"
-local ROW_HOLDER = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ()(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) \n()"
-local ROW_PATTERNS = { L = ROW_FREE, D = ROW_FREE, H = ROW_HOLDER, C = ROW_HOLDER }
+local ROW_PATTERNS = {
+  L = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) \n()",
+  H = "^[LHCD]([e-])([t-]) (%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ()(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) ([^%z\1-\32]*) \n()",
+}
+ROW_PATTERNS.D, ROW_PATTERNS.C = ROW_PATTERNS.L, ROW_PATTERNS.H
 -- Where a row's fields end, at most, for its one match to be tried.
 local SHORT_ROW = 1024
 
@@ -287,6 +289,7 @@ local function event_nv(f)
   for i = E_KEYS, #f - 1, 2 do
     out[#out + 1] = enc_pair(f[i], f[i + 1])
   end
+  f.nv = out
   return out
 end
 
@@ -299,43 +302,95 @@ local function event_has_key(f, nv_set)
   return false
 end
 
--- Collects the live index entries of rows, to add or remove them together.
-local function live_entries()
-  return { live = {}, by_key = {} }
+-- The claim-search entries of a live row (buckets.lua, "Key buckets"): for each
+-- of its keys ({bucket key, member}, in its keys' order), the bucket false where
+-- the call did not name it (noted for NEED: a caller checks with need_checked
+-- before its first write). nv_list: its keys encoded, when the caller has them.
+local function live_entries_of(eid, f, nv_list)
+  local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
+  local rest = " " .. source .. f[E_RECEIVED] .. string.sub(eid, #source + 1)
+  local out = {}
+  for i, nv in ipairs(nv_list or event_nv(f)) do
+    local h, bucket = key_bucket(kind .. nv)
+    out[i] = { bucket, h .. rest }
+  end
+  return out
 end
 
+-- Collects the live index entries of rows into acc (a new one when nil), to
+-- add or remove them together; returns acc.
 local function live_collect(acc, eid, f)
-  local at = f[E_RECEIVED]
-  local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
-  acc.live[#acc.live + 1] = at .. eid
-  for _, nv in ipairs(event_nv(f)) do
-    acc.by_key[#acc.by_key + 1] = kind .. nv .. source .. at .. eid
+  acc = acc or { live = {}, by_bucket = {}, buckets = {} }
+  acc.live[#acc.live + 1] = f[E_RECEIVED] .. eid
+  for _, e in ipairs(live_entries_of(eid, f)) do
+    local list = acc.by_bucket[e[1]]
+    if not list then
+      list = {}
+      acc.by_bucket[e[1]], acc.buckets[#acc.buckets + 1] = list, e[1]
+    end
+    list[#list + 1] = e[2]
+  end
+  return acc
+end
+
+-- Adds or removes what live_collect collected (need_checked first).
+local function live_apply(acc, add)
+  need_checked()
+  local apply = add and zadd_all or zrem_all
+  apply(K.live, acc.live)
+  for _, bucket in ipairs(acc.buckets) do
+    apply(bucket, acc.by_bucket[bucket])
   end
 end
 
-local function live_apply(acc, add)
-  local apply = add and zadd_all or zrem_all
-  apply(K.live, acc.live)
-  apply(K.live_by_key, acc.by_key)
-end
-
 -- Adds (add = true) or removes the live index entries of one row, one command
--- per entry (a row has one key, or a few); nv_list: its keys encoded, when
--- the caller has them.
-local function live_index(eid, f, add, nv_list)
-  local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
-  local tail = f[E_RECEIVED] .. eid
-  nv_list = nv_list or event_nv(f)
+-- per entry (a row has one key, or a few), after need_checked: its first write.
+-- entries: live_entries_of's, when the caller has them.
+local function live_index(eid, f, add, entries)
+  entries = entries or live_entries_of(eid, f)
+  need_checked()
+  local command = add and "ZADD" or "ZREM"
   if add then
-    redis.call("ZADD", K.live, "0", tail)
-    for _, nv in ipairs(nv_list) do
-      redis.call("ZADD", K.live_by_key, "0", kind .. nv .. source .. tail)
+    redis.call("ZADD", K.live, "0", f[E_RECEIVED] .. eid)
+    for _, e in ipairs(entries) do
+      local bucket = e[1]
+      redis.call("ZADD", bucket, "0", e[2])
     end
   else
-    redis.call("ZREM", K.live, tail)
-    for _, nv in ipairs(nv_list) do
-      redis.call("ZREM", K.live_by_key, kind .. nv .. source .. tail)
+    redis.call("ZREM", K.live, f[E_RECEIVED] .. eid)
+    for _, e in ipairs(entries) do
+      local bucket = e[1]
+      redis.call("ZREM", bucket, e[2])
     end
+  end
+end
+
+-- The two key buckets the next split writes: noted for NEED unless the call
+-- named them (a call that inserts live rows names them, so that it can split,
+-- and learns of every split: its geometry is the one they were computed by).
+local function key_split_checked()
+  local g = key_geometry()
+  local need = PER_CALL.need or {}
+  for n = g.split, g.split + g.span, g.span do
+    if not named(PER_CALL.key_prefix .. n) then
+      need[#need + 1] = n
+      PER_CALL.need = need
+    end
+  end
+end
+
+-- After entries (live_entries_of's, of a call that key_split_checked) were
+-- added: splits the next key bucket when the first entry's bucket has grown
+-- past SPLIT_AT (buckets.lua).
+local function key_grow(entries)
+  local bucket = entries[1] and entries[1][1]
+  if not bucket or redis.call("ZCARD", bucket) <= SPLIT_AT then
+    return
+  end
+  local g = key_geometry()
+  local from, to = PER_CALL.key_prefix .. g.split, PER_CALL.key_prefix .. (g.split + g.span)
+  if grow(g.text, "key", redis.call("ZCARD", K.live), from, to) then
+    PER_CALL.key_geometry = nil
   end
 end
 
@@ -362,7 +417,7 @@ end
 local function hold(eid, f, run, effect, wid, at)
   local raw = f[E_STATE] == "live" and f.raw
   if f[E_STATE] == "live" then
-    live_index(eid, f, false)
+    live_index(eid, f, false, f.entries)
   end
   local claimed = instant_key(at)
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f.wid = "held", run, effect, claimed, wid
@@ -406,11 +461,12 @@ local function shed(eid, f)
   redis.call("ZADD", K.consumed, "0", f[E_RECEIVED] .. eid)
 end
 
--- held -> live at the original received_at, payload intact.
+-- held -> live at the original received_at, payload intact (its key buckets
+-- checked before the caller's first write: f.entries, releases_checked's).
 local function release(eid, f)
   f[E_STATE], f[E_RUN], f[E_EFFECT], f[E_CLAIMED], f.wid = "live", "", "", "", nil
   event_write(eid, f)
-  live_index(eid, f, true)
+  live_index(eid, f, true, f.entries)
 end
 
 -- live or held -> dead with reason; a dead row has no claim.
@@ -476,33 +532,62 @@ local function listed_rows(members, state)
   return out
 end
 
--- The oldest live row under base = enc(kind) . nv, from source (encoded) when
--- given, else from any: its eid and index member, or nil. The index holds
--- base . source . instant . eid, so the claim search with a sender reads its
--- first entry, and the one without reads the first entry of each source that
--- has live rows under the key, keeping the oldest by (received_at, source, id).
-local function oldest_live(base, source)
-  if source then
-    local prefix = base .. source
-    local m = with_prefix(K.live_by_key, prefix, 1)[1]
-    return m and eid_after(m, #prefix), m
+-- The oldest live row under a key (kind, and base = enc(kind) .. nv), from
+-- source (encoded) when given, else from any: its eid, key-bucket member and
+-- fields (event_fields'), or nil. The key's bucket holds hash . " " . source .
+-- instant . id, so the search with a sender reads its first entry, and the one
+-- without reads the first entry of each sender that has live rows under the
+-- hash, keeping the oldest by (received_at, source, id). An entry whose row is
+-- not of the key (another key of the same hash) is passed over.
+local function oldest_live(kind, base, nv, source)
+  local h, bucket = key_bucket(base)
+  need_checked()
+  local mine = { [nv] = true }
+  -- The first entry of the key from member m on (m's sender prefix `prefix`,
+  -- position `stop` its terminator): eid, at, fields; nil when none.
+  local function first_of(m, prefix, stop)
+    local offset = 0
+    while m do
+      local at = string.sub(m, stop + 1, stop + INSTANT_WIDTH)
+      local source_c = string.sub(m, #h + 2, stop)
+      local eid = source_c .. string.sub(m, stop + INSTANT_WIDTH + 1)
+      local f = event_read(eid)
+      if not f or f[E_STATE] ~= "live" or f[E_RECEIVED] ~= at then
+        corrupt("index", m, "live index names a row that is not live")
+      end
+      if f[E_KIND] == kind and event_has_key(f, mine) then
+        return eid, m, f, at
+      end
+      offset = offset + 1
+      m = redis.call("ZRANGEBYLEX", bucket, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", offset, "1")[1]
+    end
+    return nil
   end
-  local best, best_at, best_eid
-  local last = "(" .. base .. "\255"
-  local m = with_prefix(K.live_by_key, base, 1)[1]
+  if source then
+    local prefix = h .. " " .. source
+    local m = redis.call("ZRANGEBYLEX", bucket, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", "0", "1")[1]
+    return first_of(m, prefix, #prefix)
+  end
+  local best, best_m, best_f, best_at, best_eid
+  local head = h .. " "
+  local last = "(" .. head .. "\255"
+  local m = redis.call("ZRANGEBYLEX", bucket, "[" .. head, last, "LIMIT", "0", "1")[1]
   while m do
-    local stop = string.find(m, TERM, #base + 1, true)
+    local stop = string.find(m, TERM, #head + 1, true)
     if not stop then
       corrupt("index", m, "bad live entry")
     end
-    local at = tonumber(string.sub(m, stop + 1, stop + INSTANT_WIDTH))
-    local eid = string.sub(m, stop + INSTANT_WIDTH + 1)
-    if not best or at < best_at or (at == best_at and bytes_lt(eid, best_eid)) then
-      best, best_at, best_eid = m, at, eid
+    local prefix = string.sub(m, 1, stop)
+    local eid, em, f, at = first_of(m, prefix, stop)
+    if eid then
+      at = tonumber(at)
+      if not best or at < best_at or (at == best_at and bytes_lt(eid, best_eid)) then
+        best, best_m, best_f, best_at, best_eid = eid, em, f, at, eid
+      end
     end
-    m = redis.call("ZRANGEBYLEX", K.live_by_key, "(" .. string.sub(m, 1, stop) .. "\255", last, "LIMIT", "0", "1")[1]
+    m = redis.call("ZRANGEBYLEX", bucket, "(" .. prefix .. "\255", last, "LIMIT", "0", "1")[1]
   end
-  return best_eid, best
+  return best, best_m, best_f
 end
 
 -- ARGV[first ..]: source, id, kind, payload JSON, minter actor, minter basis,
@@ -524,12 +609,21 @@ local function event_args(first)
   }
 end
 
--- Inserts the event of event_args as a new row in state (live or held).
+-- Inserts the event of event_args as a new row in state (live or held); a live
+-- one's key buckets are checked (need_checked) before its first write.
 local function insert_event(a, at, state, run, effect, targeted)
   local f = new_event_row(a, at, state, run, effect, targeted)
-  event_write(a.eid, f)
   if state == "live" then
-    live_index(a.eid, f, true, a.nv)
+    local entries = live_entries_of(a.eid, f, a.nv)
+    if #entries > 0 then
+      key_split_checked()
+    end
+    need_checked()
+    event_write(a.eid, f)
+    live_index(a.eid, f, true, entries)
+    key_grow(entries)
+  else
+    event_write(a.eid, f)
   end
   return f
 end

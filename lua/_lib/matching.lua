@@ -8,6 +8,23 @@ local function nv_set(nv_list)
   return set
 end
 
+-- The oldest live row for a wait of kind, sender from ("" for any) and keys
+-- nv_list, by its keys in order: its eid and fields, with the buckets of all
+-- its keys checked (need_checked), so that holding it writes no bucket the
+-- call did not name; or nil. It only reads.
+local function claim_search(kind, from, nv_list)
+  local kind_c, from_c = enc(kind), from ~= "" and enc(from) or nil
+  for _, nv in ipairs(nv_list) do
+    local eid, _, f = oldest_live(kind, kind_c .. nv, nv, from_c)
+    if eid then
+      f.entries = live_entries_of(eid, f)
+      need_checked()
+      return eid, f
+    end
+  end
+  return nil
+end
+
 -- claim_for: the event claimed for wait (run, effect), or nil (nothing written).
 -- kind, from and nv_list come from the caller's subscription; attrs are the
 -- wait's stored attributes, nil when it is not registered, or a function that
@@ -16,7 +33,8 @@ end
 -- rows: its key rows when the caller has read them, UNLISTED for a wait with no
 -- key rows in the election indexes, else nil (a function for attrs reads both);
 -- sealed: whether the run is sealed, when the caller knows (nil: read if needed).
-local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, rows, sealed)
+-- found: claim_search's result when the caller searched already ({eid, f}).
+local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, rows, sealed, found)
   if marked == nil then
     marked = redis.call("HGET", K.marks, wid)
   end
@@ -45,21 +63,19 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
   if marked then
     return nil
   end
-  local kind_c, from_c = enc(kind), from ~= "" and enc(from) or nil
-  for _, nv in ipairs(nv_list) do
-    local eid, m = oldest_live(kind_c .. nv, from_c)
-    if eid then
-      local f = event_read(eid)
-      if not f or f[E_STATE] ~= "live" then
-        corrupt("index", m, "live index names a row that is not live")
-      end
-      local in_force = attributes()
-      local row = hold(eid, f, run, effect, wid, at)
-      park(run, wid, in_force, at, rows, sealed, eid)
-      return eid, f, row
-    end
+  local eid, f
+  if found then
+    eid, f = found.eid, found.f
+  else
+    eid, f = claim_search(kind, from, nv_list)
   end
-  return nil
+  if not eid then
+    return nil
+  end
+  local in_force = attributes()
+  local row = hold(eid, f, run, effect, wid, at)
+  park(run, wid, in_force, at, rows, sealed, eid)
+  return eid, f, row
 end
 
 -- The text a HIT reply is remembered as: serialize's of {"HIT", stamp, row,
@@ -70,8 +86,8 @@ local function hit_text(stamp, row, has_payload)
 end
 
 -- claim_for's and wait's reply for the subscription of sub_args.
-local function claim_reply(sub, attrs, at, marked, rows, sealed)
-  local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at, marked, rows, sealed)
+local function claim_reply(sub, attrs, at, marked, rows, sealed, found)
+  local eid, f, row = claim(sub.run, sub.effect, sub.wid, attrs, sub.kind, sub.from, sub.nv, at, marked, rows, sealed, found)
   if not eid then
     return words("MISS", decimal(at))
   end
@@ -173,7 +189,22 @@ end
 -- unsubscribe_run: retires every wait and mark of the run; releases (or, if
 -- targeted, dead-letters) the claims of unanswered effects and sheds the rest.
 -- Returns the count of registered waits retired and the released event replies.
+-- The key buckets of the claims retire_run releases, checked (need_checked)
+-- before the caller's first write.
+local function releases_checked(state, unanswered)
+  if not state.checked then
+    for _, c in ipairs(state.claims) do
+      if unanswered[c.f[E_EFFECT]] and c.f[E_TARGETED] ~= "1" then
+        c.f.entries = live_entries_of(c.eid, c.f)
+      end
+    end
+    need_checked()
+    state.checked = true
+  end
+end
+
 local function retire_run(run, unanswered, state)
+  releases_checked(state, unanswered)
   local waits, claims = state.waits, state.claims
   local count, released, prefix = 0, {}, enc(run)
   for _, w in ipairs(waits) do
