@@ -839,9 +839,13 @@ def locate_event_command(obj: Context, source: str, event_id: str) -> None:
         received = codec.instant("received_at", found.received_at)
         pairs = [(k.namespace, k.value) for k in found.event.correlation]
         live = (found.event.kind, received, pairs)
-    geometry = store.client.hget(store.keys.key("geometry"), "key")
-    shape = Geometry.parse(geometry) if geometry else Geometry()
-    print_commands(obj, locate_event(store.keys, source, event_id, live, shape))
+    print_commands(obj, locate_event(store.keys, source, event_id, live, key_geometry(store)))
+
+
+def key_geometry(store: RedisStore) -> Geometry:
+    """The key buckets' geometry as the server holds it."""
+    stored = store.client.hget(store.keys.key("geometry"), "key")
+    return Geometry.parse(stored) if stored else Geometry()
 
 
 @locate_group.command("wait")
@@ -850,8 +854,16 @@ def locate_event_command(obj: Context, source: str, event_id: str) -> None:
 @click.pass_obj
 @guarded
 def locate_wait_command(obj: Context, run: str, effect: str) -> None:
-    """A wait's attributes, key rows, mark and claim, by (run, effect)."""
-    print_commands(obj, locate_wait(obj.store().keys, run, effect))
+    """A wait's attributes, key rows, mark and claim, by (run, effect); an
+    unparked one's election entries too."""
+    store = obj.store()
+    found = store.events.lookup_wait(run, effect)
+    electable = None
+    if found is not None and found.parked_at is None and not store.runs.is_sealed(run):
+        s = found.subscription
+        pairs = [(k.namespace, k.value) for k in s.correlation]
+        electable = (s.kind, s.from_source, pairs)
+    print_commands(obj, locate_wait(store.keys, run, effect, electable, key_geometry(store)))
 
 
 @locate_group.command("timer")

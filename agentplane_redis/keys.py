@@ -43,8 +43,6 @@ ROLES: dict[str, str] = {
     "wait_count": "wait:count",  # string  registered waits
     "wait_keys": "wait:key",  # lex   run effect attrs ns value . instant
     "wait_order": "wait:order",  # lex   instant . run effect ns value
-    "electable": "wait:match",  # lex   kind ns value . instant . run effect
-    "electable_by_sender": "wait:match:sender",  # lex kind source ns value . instant . run effect
     "marks": "mark",  # hash  wid -> parked_at [eid held]   the claim ledger too
     "mark_index": "mark:index",  # lex   class byte . wid (L listable, B bare, S sealed run)
     # runs
@@ -409,16 +407,36 @@ def locate_event(
     return lines
 
 
-def locate_wait(keys: TenantKeys, run: str, effect: str) -> list[str]:
+def locate_wait(
+    keys: TenantKeys,
+    run: str,
+    effect: str,
+    electable: tuple[str, str | None, Sequence[tuple[str, str]]] | None = None,
+    key_geometry: Geometry = Geometry(),
+) -> list[str]:
     """The redis-cli commands that read one wait's key rows (which carry its
-    attributes) and mark."""
+    attributes) and mark, and, for an unparked wait of an unsealed run
+    (``electable``: its kind, from_source and correlation keys), the election
+    entries under each key (with the buckets of ``key_geometry``), its own among
+    them."""
     wid = tuple_member((run, effect))
-    return [
+    lines = [
         redis_cli("ZRANGEBYLEX", keys.key("wait_keys"), b"[" + wid, b"(" + wid + b"\xff")
         + "   # its key rows: attributes, key, registered at",
         redis_cli("HGET", keys.key("marks"), wid)
         + "   # if parked: since (ms), then the event it holds, if any",
     ]
+    if electable is not None:
+        kind, source, pairs = electable
+        for ns, value in pairs:
+            h = key_hash(kind, ns, value)
+            prefix = b"%08x~" % h + component(source or "")
+            bucket = keys.key_bucket(key_geometry.bucket_of(h))
+            lines.append(
+                redis_cli("ZRANGEBYLEX", bucket, b"[" + prefix, b"(" + prefix + b"\xff")
+                + "   # the election under this key, oldest first: its entry ends in its id"
+            )
+    return lines
 
 
 def locate_timer(

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -78,6 +79,8 @@ TIMER_SCAN = 16
 DEFAULT_TIMER_LEASE_MS = 60_000
 #: Calls of one step a store makes while the buckets keep splitting under it.
 _REGROWN_TRIES = 16
+#: Runs whose waits' keys a store remembers (``Context.remember_wait``), at most.
+_REMEMBERED_RUNS = 4096
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 
 
@@ -104,6 +107,12 @@ class Context:
     _key_geometry: list[Geometry] = field(
         default_factory=lambda: [Geometry()], init=False, repr=False, compare=False
     )
+    #: The kind and keys of the waits this store registered, by run and effect, so
+    #: that retiring one names its key buckets at once (a hint: a wait registered
+    #: elsewhere, or with keys added elsewhere, costs a ``NEED`` and a call more).
+    _waits: OrderedDict[str, dict[str, tuple[str, tuple[str, ...]]]] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False
+    )
 
     @property
     def geometry(self) -> Geometry:
@@ -112,6 +121,30 @@ class Context:
     @property
     def key_geometry(self) -> Geometry:
         return self._key_geometry[0]
+
+    def remember_wait(self, run: str, effect: str, kind: str, pairs: Sequence[str]) -> None:
+        """Notes a wait this store registered (its keys: namespace, value, ...)."""
+        effects = self._waits.pop(run, None) or {}
+        known = effects.get(effect)
+        keys = tuple(pairs) if known is None else (*known[1], *pairs)
+        effects[effect] = (kind if known is None else known[0], keys)
+        self._waits[run] = effects
+        while len(self._waits) > _REMEMBERED_RUNS:
+            self._waits.popitem(last=False)
+
+    def remembered_waits(
+        self, run: str, effect: str | None = None
+    ) -> list[tuple[str, tuple[str, ...]]]:
+        """The kind and keys of the run's waits this store registered (of one effect,
+        or all), forgotten: they are being retired."""
+        effects = self._waits.get(run)
+        if not effects:
+            return []
+        if effect is None:
+            del self._waits[run]
+            return list(effects.values())
+        known = effects.pop(effect, None)
+        return [] if known is None else [known]
 
     def keyed(
         self,
@@ -122,18 +155,22 @@ class Context:
         *,
         split: bool = False,
         run: str | None = None,
+        also: Sequence[tuple[str, Sequence[str]]] = (),
     ) -> Plan[Any]:
         """One call of a script with key buckets: those of ``kind``'s keys (``pairs``:
-        namespace, value, ...), the two the next split writes when ``split``, and
-        whatever buckets the server answers ``NEED`` for (the buckets of keys of
-        rows the call is to touch, or of a geometry that grew since this store last
-        learned it), which it does before writing anything. A script with a timer
-        bucket gets the bucket of ``run``, and is called again after ``BUCKETS``."""
+        namespace, value, ...) and of ``also``'s (kind, pairs), the two the next
+        split writes when ``split``, and whatever buckets the server answers
+        ``NEED`` for (the buckets of keys of rows the call is to touch, or of a
+        geometry that grew since this store last learned it), which it does before
+        writing anything. A script with a timer bucket gets the bucket of ``run``,
+        and is called again after ``BUCKETS``."""
         needed: set[int] = set()
         for _ in range(_REGROWN_TRIES):
             g = self.key_geometry
             numbers = {
-                g.bucket_of(key_hash(kind, pairs[i], pairs[i + 1])) for i in range(0, len(pairs), 2)
+                g.bucket_of(key_hash(k, p[i], p[i + 1]))
+                for k, p in ((kind, pairs), *also)
+                for i in range(0, len(p), 2)
             }
             more = [self.keys.key_bucket(n) for n in sorted(numbers | needed)]
             if split:
@@ -325,7 +362,11 @@ def buffer(ctx: Context, event: InboundEvent, *, at: datetime | None = None) -> 
 def subscribe(ctx: Context, sub: Subscription, *, at: datetime | None = None) -> Plan[None]:
     """Register the wait's missing keys; a new wait takes its attributes from sub."""
     args = codec.subscription_args(sub, ctx.max_correlation_keys)
-    codec.check_status((yield ctx.call("subscribe", [ctx.at("at", at), *args])))
+    call_args = [ctx.at("at", at), *args]
+    codec.check_status(
+        (yield from ctx.keyed("subscribe", call_args, args[2], args[7:], split=True))
+    )
+    ctx.remember_wait(args[0], args[1], args[2], args[7:])
 
 
 def claim_for(
@@ -343,6 +384,7 @@ def wait(
     """subscribe, then claim_for, in one step with one instant."""
     args = codec.subscription_args(sub, ctx.max_correlation_keys)
     reply = yield from ctx.keyed("wait", [ctx.at("at", at), *args], args[2], args[7:])
+    ctx.remember_wait(args[0], args[1], args[2], args[7:])
     return (yield from _claim(ctx, reply))
 
 
@@ -378,7 +420,7 @@ def deliver_to(
     """Targeted delivery of a continuation addressed to run."""
     run = codec.ident("run", run)
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
-    reply = yield ctx.call("deliver_to", [ctx.at("at", at), run, *args])
+    reply = yield from ctx.keyed("deliver_to", [ctx.at("at", at), run, *args], args[2], args[6:])
     status = codec.check_status(reply)
     if status == "MATCHED":
         return Matched(codec.subscription_reply(reply[2]))
@@ -388,7 +430,8 @@ def deliver_to(
 def unsubscribe(ctx: Context, run: str, effect: str) -> Plan[None]:
     """Retire the wait and shed the claim made for it."""
     args = [codec.ident("run", run), codec.ident("effect", effect)]
-    codec.check_status((yield ctx.call("unsubscribe", args)))
+    also = ctx.remembered_waits(args[0], args[1])
+    codec.check_status((yield from ctx.keyed("unsubscribe", args, also=also)))
 
 
 def _retired(ctx: Context, reply: Sequence[Any]) -> Plan[Retired]:
@@ -400,7 +443,7 @@ def _retired(ctx: Context, reply: Sequence[Any]) -> Plan[Retired]:
 def unsubscribe_run(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Retired]:
     """Retire every wait of a concluded run; release unanswered claims, shed the rest."""
     args = [codec.ident("run", run), *codec.effects(unanswered)]
-    reply = yield from ctx.keyed("unsubscribe_run", args)
+    reply = yield from ctx.keyed("unsubscribe_run", args, also=ctx.remembered_waits(args[0]))
     codec.check_status(reply)
     return (yield from _retired(ctx, reply))
 
@@ -408,7 +451,9 @@ def unsubscribe_run(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> P
 def park_wait(ctx: Context, sub: Subscription, *, at: datetime | None = None) -> Plan[None]:
     """Register the wait as subscribe does and park it."""
     args = codec.subscription_args(sub, ctx.max_correlation_keys)
-    codec.check_status((yield ctx.call("park_wait", [ctx.at("at", at), *args])))
+    call_args = [ctx.at("at", at), *args]
+    codec.check_status((yield from ctx.keyed("park_wait", call_args, args[2], args[7:])))
+    ctx.remember_wait(args[0], args[1], args[2], args[7:])
 
 
 def parked_waits(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:
@@ -608,7 +653,8 @@ def oldest_live(ctx: Context) -> Plan[datetime | None]:
 def seal(ctx: Context, run: str) -> Plan[bool]:
     """Seal the run; True when newly sealed."""
     args = [ctx.at("at", None), codec.ident("run", run)]
-    return codec.check_status((yield from ctx.bucketed("seal", args, args[1]))) == "NEW"
+    also = ctx.remembered_waits(args[1])  # sealed, its waits leave the election for good
+    return codec.check_status((yield from ctx.keyed("seal", args, run=args[1], also=also))) == "NEW"
 
 
 def is_sealed(ctx: Context, run: str) -> Plan[bool]:
@@ -621,7 +667,7 @@ def is_sealed(ctx: Context, run: str) -> Plan[bool]:
 def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed]:
     """seal, unsubscribe_run and disarm_run, in one step."""
     args = [ctx.at("at", None), codec.ident("run", run), *codec.effects(unanswered)]
-    reply = yield from ctx.keyed("close", args, run=args[1])
+    reply = yield from ctx.keyed("close", args, run=args[1], also=ctx.remembered_waits(args[1]))
     codec.check_status(reply)
     retired = yield from _retired(ctx, reply)
     return Closed(retired, codec.integer(reply[3]), text(reply[4]) == "1")

@@ -187,6 +187,18 @@ def _key_hash(e: dict[str, bytes]) -> bytes:
     return hashlib.blake2b(e["kind"] + e["nv"], digest_size=8).hexdigest().encode()
 
 
+def w_election_in_key_buckets(p: Any, i: int, n: int) -> None:
+    """The shipped layout (``docs/keys.md``): key rows (each carrying its wait's
+    attributes) and registration order tenant-wide; the election entry in the key
+    bucket of (kind, key), its member the key's hash (8 hex digits), "~", no
+    sender, created_at and the wait's id."""
+    w = wait_ids(i, False)
+    p.zadd("wait:key", {w["wid"] + w["kind"] + b"0f  " + w["nv"] + w["at"]: 0})
+    p.zadd("wait:order", {w["at"] + w["wid"] + w["nv"]: 0})
+    h = bucket_hash(w["kind"] + w["nv"])
+    p.zadd(f"event:key:{h % max(1, n // 16)}", {b"%08x~ " % h + w["at"] + w["wid"]: 0})
+
+
 def w_election_bucketed(p: Any, i: int, n: int) -> None:
     """The shipped key rows (each carrying its wait's attributes), tenant-wide;
     the election in buckets by a hash of (kind, key), each member that hash's 16
@@ -223,7 +235,7 @@ def _e_row(e: dict[str, bytes]) -> bytes:
     return b"L" + e["at"] + e["kind"] + e["nv"]
 
 
-def e_shipped_interned(p: Any, i: int, n: int) -> None:
+def e_tenant_wide_interned(p: Any, i: int, n: int) -> None:
     """The shipped entries (a row holding its payload, the live order, one claim
     index grouped by sender, all tenant-wide), with a row as compact as the other
     candidates' and kinds and namespaces interned."""
@@ -233,9 +245,10 @@ def e_shipped_interned(p: Any, i: int, n: int) -> None:
     p.zadd("event:live:key", {e["kind"] + e["nv"] + e["source"] + e["at"] + e["eid"]: 0})
 
 
-def e_shipped(p: Any, i: int, n: int) -> None:
-    """The shipped entries (``docs/keys.md``): a row under the event's id holding
-    its payload, the live order and one claim-search index grouped by sender."""
+def e_tenant_wide(p: Any, i: int, n: int) -> None:
+    """The entries before key buckets: a row under the event's id holding its
+    payload, the live order and one claim-search index grouped by sender, all
+    tenant-wide."""
     e = event_ids(i, False)
     p.hset("event", e["eid"], b"L-- " + e["at"] + b" " + e["kind"] + b"   " + e["nv"] + b"\n")
     p.zadd("event:live", {e["at"] + e["eid"]: 0})
@@ -243,7 +256,7 @@ def e_shipped(p: Any, i: int, n: int) -> None:
 
 
 def e_live_scored(p: Any, i: int, n: int) -> None:
-    """As e_shipped, the live order scored by received_at with the event's id as
+    """As e_tenant_wide, the live order scored by received_at with the event's id as
     its member (a listing then resumes after a member of the same score by its
     rank, or by reading that score's members)."""
     e = event_ids(i, False)
@@ -360,6 +373,11 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     ),
     "wait: rows tenant-wide, the rest in buckets, interned": (w_rows_wide, "two-step", 200),
     "wait: all in buckets": (w_bucketed, "two-step", 200),
+    "wait: key rows and order; election in key buckets (shipped)": (
+        w_election_in_key_buckets,
+        "two-step",
+        200,
+    ),
     "wait: key rows; election in key buckets, order in time": (
         w_election_bucketed,
         "two-step",
@@ -367,16 +385,16 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     ),
     "wait: all in buckets, interned": (w_bucketed_interned, "two-step", 200),
     "event: row, payload field, three sorted sets (2026-12-03)": (e_today_like, "yes", 250),
-    "event: the shipped entries": (e_shipped, "yes", 250),
+    "event: all tenant-wide (before key buckets)": (e_tenant_wide, "yes", 250),
     "event: the same, the live order scored by received_at": (e_live_scored, "yes", 250),
-    "event: the shipped entries, a compact row, interned": (e_shipped_interned, "yes", 250),
+    "event: all tenant-wide, a compact row, interned": (e_tenant_wide_interned, "yes", 250),
     "event: row tenant-wide; indexes in buckets": (e_declared, "two-step", 250),
     "event: the same, payload in the row, interned": (e_declared_inline, "two-step", 250),
     "event: all in buckets": (e_bucketed, "two-step", 250),
     "event: all in buckets, interned": (e_bucketed_interned, "two-step", 250),
     "event: all in buckets, rows carrying the payload": (e_bucketed_payload, "two-step", 250),
-    "event: shipped row; claim search in key buckets": (e_search_bucketed, "two-step", 250),
-    "event: shipped row; both orders in buckets": (e_orders_bucketed, "two-step", 250),
+    "event: the row; claim search in key buckets (shipped)": (e_search_bucketed, "two-step", 250),
+    "event: the row; both orders in buckets": (e_orders_bucketed, "two-step", 250),
 }
 
 

@@ -4,14 +4,12 @@
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[4] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[5] electable: agentplane:{<tenant>}:wait:match
--- KEYS[6] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[7] marks: agentplane:{<tenant>}:mark
--- KEYS[8] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[9] seals: agentplane:{<tenant>}:seal
--- KEYS[10] geometry: agentplane:{<tenant>}:buckets
--- KEYS[11] replies: agentplane:{<tenant>}:reply
--- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[5] marks: agentplane:{<tenant>}:mark
+-- KEYS[6] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[7] seals: agentplane:{<tenant>}:seal
+-- KEYS[8] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[9] replies: agentplane:{<tenant>}:reply
+-- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
 -- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
 --   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock

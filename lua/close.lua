@@ -7,19 +7,17 @@
 -- KEYS[5] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[7] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[8] electable: agentplane:{<tenant>}:wait:match
--- KEYS[9] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[10] marks: agentplane:{<tenant>}:mark
--- KEYS[11] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[12] seals: agentplane:{<tenant>}:seal
--- KEYS[13] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[14] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[15] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
--- KEYS[16] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[17] geometry: agentplane:{<tenant>}:buckets
--- KEYS[18] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[19] replies: agentplane:{<tenant>}:reply
--- KEYS[20] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[8] marks: agentplane:{<tenant>}:mark
+-- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[10] seals: agentplane:{<tenant>}:seal
+-- KEYS[11] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[12] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[13] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[14] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[15] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[16] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[17] replies: agentplane:{<tenant>}:reply
+-- KEYS[18] replies_old: agentplane:{<tenant>}:reply:old
 -- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
 --   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock

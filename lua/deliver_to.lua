@@ -2,13 +2,14 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[3] electable: agentplane:{<tenant>}:wait:match
--- KEYS[4] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[5] marks: agentplane:{<tenant>}:mark
--- KEYS[6] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[7] seals: agentplane:{<tenant>}:seal
--- KEYS[8] replies: agentplane:{<tenant>}:reply
--- KEYS[9] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[3] marks: agentplane:{<tenant>}:mark
+-- KEYS[4] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[5] seals: agentplane:{<tenant>}:seal
+-- KEYS[6] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[7] replies: agentplane:{<tenant>}:reply
+-- KEYS[8] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run the event is addressed to
 -- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
@@ -61,6 +62,8 @@ return guard(function()
       local attrs, all = wait_read(w.wid)
       local rows = qualifying_rows(attrs, all, kind, source, keys)
       if rows then
+        election_checked(attrs, rows) -- parked, it leaves the election
+        need_checked()
         local reply = sub_reply(run, w.effect, w.wid, attrs, rows)
         local row = new_event_row(event, at, "held", run, w.effect, "1")
         hold(event.eid, row, run, w.effect, w.wid, at)

@@ -3,13 +3,11 @@
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[4] electable: agentplane:{<tenant>}:wait:match
--- KEYS[5] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[6] marks: agentplane:{<tenant>}:mark
--- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[8] geometry: agentplane:{<tenant>}:buckets
--- KEYS[9] replies: agentplane:{<tenant>}:reply
--- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[4] marks: agentplane:{<tenant>}:mark
+-- KEYS[5] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[6] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[7] replies: agentplane:{<tenant>}:reply
+-- KEYS[8] replies_old: agentplane:{<tenant>}:reply:old
 -- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
 --   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock

@@ -5,12 +5,10 @@
 -- KEYS[3] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[6] electable: agentplane:{<tenant>}:wait:match
--- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[8] marks: agentplane:{<tenant>}:mark
--- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[10] replies: agentplane:{<tenant>}:reply
--- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[6] marks: agentplane:{<tenant>}:mark
+-- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[8] replies: agentplane:{<tenant>}:reply
+-- KEYS[9] replies_old: agentplane:{<tenant>}:reply:old
 -- ARGV[1] room: count, the most waits this step lists
 -- ARGV[2] after_run: the run of the last wait listed by the previous step, "" to start
 -- ARGV[3] after_effect: its effect

@@ -4,13 +4,11 @@
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] dead: agentplane:{<tenant>}:event:dead
 -- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[5] electable: agentplane:{<tenant>}:wait:match
--- KEYS[6] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[7] marks: agentplane:{<tenant>}:mark
--- KEYS[8] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[9] geometry: agentplane:{<tenant>}:buckets
--- KEYS[10] replies: agentplane:{<tenant>}:reply
--- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[5] marks: agentplane:{<tenant>}:mark
+-- KEYS[6] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[7] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[8] replies: agentplane:{<tenant>}:reply
+-- KEYS[9] replies_old: agentplane:{<tenant>}:reply:old
 -- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
 --   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock: the row's new received_at
@@ -42,9 +40,9 @@ return guard(function()
   -- Buffered live unless elected: its key buckets are checked before any write.
   local entries = live_entries_of(eid, f)
   need_checked()
-  redis.call("ZREM", K.dead, dead)
-  f[E_STATE] = "held" -- until elected
+  f[E_STATE] = "held" -- until elected (which checks its buckets before it writes)
   local sub = elect(eid, f, at)
+  redis.call("ZREM", K.dead, dead)
   if sub then
     return sub_status("RESUMED", decimal(at), sub)
   end

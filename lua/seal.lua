@@ -2,19 +2,19 @@
 --
 -- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[2] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[3] electable: agentplane:{<tenant>}:wait:match
--- KEYS[4] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[5] marks: agentplane:{<tenant>}:mark
--- KEYS[6] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[7] seals: agentplane:{<tenant>}:seal
--- KEYS[8] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[9] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[10] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
--- KEYS[11] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[12] geometry: agentplane:{<tenant>}:buckets
--- KEYS[13] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[14] replies: agentplane:{<tenant>}:reply
--- KEYS[15] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[3] marks: agentplane:{<tenant>}:mark
+-- KEYS[4] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[5] seals: agentplane:{<tenant>}:seal
+-- KEYS[6] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[7] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[8] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[9] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[10] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[11] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[12] replies: agentplane:{<tenant>}:reply
+-- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- Returns: {"NEW", at} | {"SEEN", at}
@@ -37,6 +37,12 @@ return guard(function()
     w.attrs, w.rows = wait_read(w.wid)
   end
   local timers = run_timers(run)
+  for _, w in ipairs(waits) do
+    if not is_marked(w.wid) then -- unparked, it leaves the election
+      election_checked(w.attrs, w.rows)
+    end
+  end
+  need_checked()
   seal_run(run, at, { waits = waits })
   -- Held timers return to the walk, so the next claim_due retires them.
   expose_timers(timers)

@@ -3,13 +3,15 @@
 -- KEYS[1] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[3] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[4] electable: agentplane:{<tenant>}:wait:match
--- KEYS[5] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[6] marks: agentplane:{<tenant>}:mark
--- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[8] seals: agentplane:{<tenant>}:seal
--- KEYS[9] replies: agentplane:{<tenant>}:reply
--- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[4] marks: agentplane:{<tenant>}:mark
+-- KEYS[5] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[6] seals: agentplane:{<tenant>}:seal
+-- KEYS[7] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[8] replies: agentplane:{<tenant>}:reply
+-- KEYS[9] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more); and the two the next split of the key
+--   buckets writes
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
 -- Returns: {"OK", at}
@@ -17,6 +19,7 @@
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/waits.lua
 
 return guard(function()

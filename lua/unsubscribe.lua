@@ -5,12 +5,13 @@
 -- KEYS[3] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[6] electable: agentplane:{<tenant>}:wait:match
--- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[8] marks: agentplane:{<tenant>}:mark
--- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[10] replies: agentplane:{<tenant>}:reply
--- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[6] marks: agentplane:{<tenant>}:mark
+-- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[8] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[9] replies: agentplane:{<tenant>}:reply
+-- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
+--   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] run: the wait's run
 -- ARGV[2] effect: the wait's effect
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
@@ -28,7 +29,11 @@ return guard(function()
   local run, effect = ARGV[1], ARGV[2]
   local wid = enc_pair(run, effect)
   local attrs, rows = wait_read(wid)
-  local _, held = mark_read(wid)
+  local mark, held = mark_read(wid)
+  if not mark then -- unparked, it leaves the election
+    election_checked(attrs, rows)
+    need_checked()
+  end
   local f = held and event_read(held)
   if held and (not f or f[E_STATE] ~= "held" or f[E_RUN] ~= run or f[E_EFFECT] ~= effect) then
     corrupt("claim", wid, "mark names a row not held for its wait")

@@ -7,13 +7,11 @@
 -- KEYS[5] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[7] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[8] electable: agentplane:{<tenant>}:wait:match
--- KEYS[9] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[10] marks: agentplane:{<tenant>}:mark
--- KEYS[11] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[12] geometry: agentplane:{<tenant>}:buckets
--- KEYS[13] replies: agentplane:{<tenant>}:reply
--- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[8] marks: agentplane:{<tenant>}:mark
+-- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[10] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[11] replies: agentplane:{<tenant>}:reply
+-- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
 -- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
 --   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] run: the run

@@ -5,14 +5,12 @@
 -- KEYS[3] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[6] electable: agentplane:{<tenant>}:wait:match
--- KEYS[7] electable_by_sender: agentplane:{<tenant>}:wait:match:sender
--- KEYS[8] marks: agentplane:{<tenant>}:mark
--- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[10] seals: agentplane:{<tenant>}:seal
--- KEYS[11] geometry: agentplane:{<tenant>}:buckets
--- KEYS[12] replies: agentplane:{<tenant>}:reply
--- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[6] marks: agentplane:{<tenant>}:mark
+-- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[8] seals: agentplane:{<tenant>}:seal
+-- KEYS[9] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[10] replies: agentplane:{<tenant>}:reply
+-- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
 -- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
 --   the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock
@@ -33,9 +31,16 @@ return guard(function()
   -- The search only reads, so it goes first: the buckets of the event it finds
   -- are checked before anything is written.
   local eid, f = claim_search(sub.kind, sub.from, sub.nv)
+  -- The election entries it may write: of its keys, put up on a miss, and of
+  -- a registered wait's rows, taken out as a hit parks it.
+  local read = { wait_read(sub.wid) }
+  local in_force = read[1] or sub_attrs()
+  election_checked(in_force, sub.nv)
+  election_checked(in_force, read[2])
+  need_checked()
   -- Registered before the claim (the ordering rule), but put up for election
   -- only if the search misses: a hit parks the wait at once.
-  local attrs, marked, sealed, added, stored, rows = register(sub.run, sub.wid, sub_attrs(), sub.nv, at, false)
+  local attrs, marked, sealed, added, stored, rows = register(sub.run, sub.wid, in_force, sub.nv, at, false, read)
   local found = { eid = eid, f = f }
   local reply = claim_reply(sub, attrs, at, marked, not stored and UNLISTED or rows, sealed, found)
   -- A miss writes nothing, so marked and sealed still hold.

@@ -9,6 +9,7 @@
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
 --@include _lib/waits.lua
 
 return guard(function()

@@ -150,22 +150,23 @@ class Audit:
             assert f[0] == b"held" and comp(f[7]) + comp(f[8]) == wid, "a mark names another's row"
         for key in ("event:live", "event:consumed"):
             assert self.z(key) == want[key], f"{key} disagrees with the rows"
+        assert self.z("event:dead") == want["event:dead"], "event:dead disagrees with the rows"
+        self.waits(key_geometry, by_bucket)
         found = {k: self.z(k.decode()) for k in self.key_buckets()}
         past = [k for k in found if int(k.rsplit(b":", 1)[1]) >= key_geometry.count]
         assert not past, f"key buckets past the count: {past!r}"
         assert {k: v for k, v in found.items() if v} == dict(by_bucket), (
-            "the key buckets disagree with the live rows"
+            "the key buckets disagree with the live rows and the unparked waits"
         )
-        assert self.z("event:dead") == want["event:dead"], "event:dead disagrees with the rows"
-        self.waits()
         self.timers()
         return dict(counts)
 
-    def waits(self) -> None:
+    def waits(self, key_geometry: Geometry, by_bucket: dict[bytes, set[bytes]]) -> None:
+        """Checks the waits; adds the election entries the key buckets must hold
+        (one per key row of an unparked wait of an unsealed run) to by_bucket."""
         marks, seals = self.h("mark"), self.h("seal")
         wait_keys, order = self.z("wait:key"), self.z("wait:order")
-        match, by_sender = self.z("wait:match"), self.z("wait:match:sender")
-        want_order, want_match, want_sender = set(), set(), set()
+        want_order = set()
         attrs_of: dict[bytes, bytes] = {}
         for m in wait_keys:
             # run, effect, kind, step and phase, case, from_source, namespace, value
@@ -181,15 +182,12 @@ class Audit:
             nv = head[len(wid) + len(attrs) :]
             want_order.add(at + wid + nv)
             if wid not in marks and run not in seals:
-                if source:
-                    want_sender.add(kind + TERM + source + TERM + nv + at + wid)
-                else:
-                    want_match.add(kind + TERM + nv + at + wid)
+                h = key_hash(kind + TERM + nv)
+                bucket = b"event:key:%d" % key_geometry.bucket_of(h)
+                by_bucket[bucket].add(b"%08x~" % h + source + TERM + at + wid)
         count = self.c.get(self.p + "wait:count")
         assert int(count or 0) == len(attrs_of), "wait:count is not the registered waits"
         assert order == want_order, "wait:order disagrees with wait:key"
-        assert match == want_match, "wait:match holds other than unparked, unsealed waits"
-        assert by_sender == want_sender, "wait:match:sender disagrees"
         index = self.z("mark:index")
         assert {m[1:] for m in index} == set(marks), "mark:index disagrees with the marks"
         assert len(index) == len(marks), "a mark in two classes"

@@ -260,7 +260,7 @@ def test_a_reply_arrives_as_words_or_as_its_text_and_reads_as_its_list(store, mo
     monkeypatch.setattr(driver, "_received", spy)
     assert store.events.buffer(ev("e1", "k/1"), at=at(5)) is True
     assert store.events.buffer(ev("e1", "k/1"), at=at(6)) is False
-    store.events.subscribe(sub("r", "w", "k/2"), at=at(7))
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(7))
     assert store.timers.disarm("r", "none") is False
     claimed = store.events.wait(sub("r", "w", "k/1"), at=at(8))
     assert claimed is not None

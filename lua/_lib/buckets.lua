@@ -69,15 +69,6 @@ local function names_bucket(key, n)
   return tonumber(string.match(key, ":(%d+)$")) == n
 end
 
--- A bucket's rows, flat (field, value, ...).
-local function bucket_rows(key)
-  return redis.call("HGETALL", key)
-end
-
--- A key bucket's members.
-local function zrange_all(key)
-  return redis.call("ZRANGE", key, "0", "-1")
-end
 
 -- After an insert into a bucket that now holds more than SPLIT_AT entries, with
 -- `size` entries in the family's buckets (geometry text `text`): when that is
@@ -96,8 +87,9 @@ local function grow(text, family, size, from, to)
   if not (from and to and names_bucket(from, g.split) and names_bucket(to, g.split + g.span)) then
     return nil
   end
-  local sorted = family == "key"
-  local flat = sorted and zrange_all(from) or bucket_rows(from)
+  local sorted, bucket = family == "key", from
+  -- its members, or its rows flat (field, value, ...)
+  local flat = sorted and redis.call("ZRANGE", bucket, "0", "-1") or redis.call("HGETALL", bucket)
   local wide, step, stays = 2 * g.span, sorted and 1 or 2, {}
   local moved, gone, n = {}, {}, 0
   for i = 1, #flat, step do
@@ -107,7 +99,7 @@ local function grow(text, family, size, from, to)
     if stay == nil then
       local h
       if sorted then
-        h = string.match(e, "^%x%x%x%x%x%x%x%x ") and tonumber(by, 16)
+        h = string.match(e, "^%x%x%x%x%x%x%x%x[ ~]") and tonumber(by, 16)
         if not h then
           corrupt("index", e, "bad key bucket member")
         end
@@ -211,5 +203,35 @@ local function need_checked()
   local need = PER_CALL.need
   if need then
     error({ agentplane_need = need, geometry = key_geometry().text }, 0)
+  end
+end
+
+-- The two key buckets the next split writes: noted for NEED unless the call
+-- named them (a call that inserts live rows names them, so that it can split,
+-- and learns of every split: its geometry is the one they were computed by).
+local function key_split_checked()
+  local g = key_geometry()
+  local need = PER_CALL.need or {}
+  for n = g.split, g.split + g.span, g.span do
+    if not named(PER_CALL.key_prefix .. n) then
+      need[#need + 1] = n
+      PER_CALL.need = need
+    end
+  end
+end
+
+-- After an entry was added to bucket (by a call that key_split_checked):
+-- splits the next key bucket when bucket has grown past SPLIT_AT and the
+-- bucket to split holds more than BUCKET_LOAD entries (a sample of the
+-- family's load: buckets.lua).
+local function key_grow(bucket)
+  if not bucket or redis.call("ZCARD", bucket) <= SPLIT_AT then
+    return
+  end
+  local g = key_geometry()
+  local from, to = PER_CALL.key_prefix .. g.split, PER_CALL.key_prefix .. (g.split + g.span)
+  bucket = from -- its load, a sample of the family's
+  if grow(g.text, "key", redis.call("ZCARD", bucket) * (g.span + g.split), from, to) then
+    PER_CALL.key_geometry = nil
   end
 end

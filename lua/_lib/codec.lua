@@ -135,10 +135,6 @@ local function is_step(s)
   return s ~= nil and string.find(s, "^%d+$") ~= nil and (#s <= 9 or #s == 10 and tonumber(s) <= 4294967295)
 end
 
-local function is_phase(s)
-  return s == "forward" or s == "compensating"
-end
-
 -- "<n>:" for a length n. Converting a number to text goes through sprintf,
 -- which costs as much as a Redis command, so the usual lengths are remembered
 -- (for the library's lifetime; a script sent whole starts with none).

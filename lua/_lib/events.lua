@@ -365,35 +365,6 @@ local function live_index(eid, f, add, entries)
   end
 end
 
--- The two key buckets the next split writes: noted for NEED unless the call
--- named them (a call that inserts live rows names them, so that it can split,
--- and learns of every split: its geometry is the one they were computed by).
-local function key_split_checked()
-  local g = key_geometry()
-  local need = PER_CALL.need or {}
-  for n = g.split, g.split + g.span, g.span do
-    if not named(PER_CALL.key_prefix .. n) then
-      need[#need + 1] = n
-      PER_CALL.need = need
-    end
-  end
-end
-
--- After entries (live_entries_of's, of a call that key_split_checked) were
--- added: splits the next key bucket when the first entry's bucket has grown
--- past SPLIT_AT (buckets.lua).
-local function key_grow(entries)
-  local bucket = entries[1] and entries[1][1]
-  if not bucket or redis.call("ZCARD", bucket) <= SPLIT_AT then
-    return
-  end
-  local g = key_geometry()
-  local from, to = PER_CALL.key_prefix .. g.split, PER_CALL.key_prefix .. (g.split + g.span)
-  if grow(g.text, "key", redis.call("ZCARD", K.live), from, to) then
-    PER_CALL.key_geometry = nil
-  end
-end
-
 -- The fields of a new row for the event of event_args (a), received at at,
 -- its keys encoded kept (nv) for event_head.
 local function new_event_row(a, at, state, run, effect, targeted)
@@ -621,7 +592,7 @@ local function insert_event(a, at, state, run, effect, targeted)
     need_checked()
     event_write(a.eid, f)
     live_index(a.eid, f, true, entries)
-    key_grow(entries)
+    key_grow(entries[1] and entries[1][1])
   else
     event_write(a.eid, f)
   end

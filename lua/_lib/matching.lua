@@ -73,6 +73,10 @@ local function claim(run, effect, wid, attrs, kind, from, nv_list, at, marked, r
     return nil
   end
   local in_force = attributes()
+  -- Parked, the wait leaves the election under each of its keys.
+  rows = rows or key_rows(wid)
+  election_checked(in_force, rows)
+  need_checked()
   local row = hold(eid, f, run, effect, wid, at)
   park(run, wid, in_force, at, rows, sealed, eid)
   return eid, f, row
@@ -103,30 +107,48 @@ end
 -- match_waiter's election: the oldest unparked, unsealed wait for an event row
 -- (f: its kind, sender and keys; nv_list: its keys encoded, when the caller has
 -- them), as run, effect, wid, attributes and key rows; or nil.
--- It only reads. Parked waits and sealed runs' waits are not in the election
--- indexes, so the first entry under each key is the winner; waits restricted to
--- a sender sit in their own index, merged here by bytes.
+-- It only reads. Parked waits and sealed runs' waits have no election entries,
+-- so the first entry of each key is its winner; under a key's hash, the waits
+-- of any sender and those restricted to the event's sender are two groups,
+-- merged here by bytes. An entry of another key of the same hash is passed over.
 local function electee(f, nv_list)
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   nv_list = nv_list or event_nv(f)
   for _, nv in ipairs(nv_list) do
-    local pa, pb = kind .. nv, kind .. source .. nv
-    local a = with_prefix(K.electable, pa, 1)[1]
-    local b = with_prefix(K.electable_by_sender, pb, 1)[1]
-    local rest = a and string.sub(a, #pa + 1)
-    if b then
-      local rb = string.sub(b, #pb + 1)
-      if not rest or bytes_lt(rb, rest) then
-        rest = rb
+    local h, bucket = key_bucket(kind .. nv)
+    need_checked()
+    -- The first entry of the group prefix whose wait is of this key: what
+    -- follows the prefix (created_at . wid), wid, attributes and key rows.
+    local function first_of(prefix)
+      local offset = 0
+      while true do
+        local m = redis.call("ZRANGEBYLEX", bucket, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", offset, "1")[1]
+        if not m then
+          return nil
+        end
+        local rest = string.sub(m, #prefix + 1)
+        local wid = string.sub(rest, INSTANT_WIDTH + 1)
+        local attrs, rows = wait_read(wid)
+        if not attrs then
+          corrupt("index", wid, "election entry of an unregistered wait")
+        end
+        if attrs[A_KIND] == kind then
+          for _, row in ipairs(rows) do
+            if row.nv == nv then
+              return rest, wid, attrs, rows
+            end
+          end
+        end
+        offset = offset + 1
       end
     end
+    local rest, wid, attrs, rows = first_of(h .. "~" .. TERM)
+    local rb, wb, ab, rowsb = first_of(h .. "~" .. source)
+    if rb and (not rest or bytes_lt(rb, rest)) then
+      rest, wid, attrs, rows = rb, wb, ab, rowsb
+    end
     if rest then
-      local wid = string.sub(rest, INSTANT_WIDTH + 1)
       local run, effect = wid_parts(wid)
-      local attrs, rows = wait_read(wid)
-      if not attrs then
-        corrupt("index", wid, "election entry of an unregistered wait")
-      end
       return run, effect, wid, attrs, rows
     end
   end
@@ -140,6 +162,9 @@ local function elect(eid, f, at, nv_list)
   if not run then
     return nil
   end
+  -- Parked, the winner leaves the election under each of its keys.
+  election_checked(attrs, rows)
+  need_checked()
   local reply = sub_reply(run, effect, wid, attrs, rows)
   hold(eid, f, run, effect, wid, at)
   park(run, wid, attrs, at, rows, false, eid)
@@ -189,13 +214,20 @@ end
 -- unsubscribe_run: retires every wait and mark of the run; releases (or, if
 -- targeted, dead-letters) the claims of unanswered effects and sheds the rest.
 -- Returns the count of registered waits retired and the released event replies.
--- The key buckets of the claims retire_run releases, checked (need_checked)
--- before the caller's first write.
+-- The key buckets that retire_run writes (the claims it releases, the
+-- election entries of unparked waits), checked (need_checked) before the
+-- caller's first write.
 local function releases_checked(state, unanswered)
   if not state.checked then
     for _, c in ipairs(state.claims) do
       if unanswered[c.f[E_EFFECT]] and c.f[E_TARGETED] ~= "1" then
         c.f.entries = live_entries_of(c.eid, c.f)
+      end
+    end
+    -- An unparked wait leaves the election as it is retired.
+    for _, w in ipairs(state.waits) do
+      if not is_marked(w.wid) then
+        election_checked(w.attrs, w.rows)
       end
     end
     need_checked()

@@ -1,14 +1,14 @@
--- Waits: key rows (which carry the attributes), the election indexes and parked marks.
+-- Waits: key rows (which carry the attributes), election entries and parked marks.
 --
 -- A wait (run, effect) is "wid" = enc(run) . enc(effect). It is registered
 -- exactly while it has key rows: "wid . attrs . ns value . created_at" in
 -- wait_keys, one per correlation key, each carrying the wait's attributes
 -- "attrs" = enc(kind) . step . "f" | "c" . " " . enc(case) . enc(from_source)
 -- ("" for none), those of its first registration; and "created_at . wid . ns
--- value" in wait_order. wait_count counts registered waits. A key row is in
--- an election index (electable, or electable_by_sender when from_source is
--- set) exactly while its wait is unparked and its run unsealed, so elections
--- never pass over anything. A mark is marks[wid] = parked_at, then for a
+-- value" in wait_order. wait_count counts registered waits. A key row has an
+-- election entry, in the key bucket of (kind, key) (election_entry), exactly
+-- while its wait is unparked and its run unsealed, so elections never pass
+-- over anything. A mark is marks[wid] = parked_at, then for a
 -- wait holding a claim a space and the eid of the row it holds (the claim
 -- ledger: a wait holding a claim is parked), plus one mark_index member:
 -- "L" . wid (registered, run unsealed: listed by parked_waits), "B" . wid
@@ -124,12 +124,24 @@ local function key_rows(wid)
   return rows or {}
 end
 
+-- A key row's election entry (buckets.lua, "Key buckets"): the key bucket of
+-- (kind, key), false where the call did not name it (noted for NEED), and the
+-- member: the key's hash, "~", from_source (" " for none), created_at, wid.
 local function election_entry(attrs, nv, at, wid)
-  local from = attrs[A_FROM]
-  if from == TERM then
-    return K.electable, attrs[A_KIND] .. nv .. at .. wid
+  local h, bucket = key_bucket(attrs[A_KIND] .. nv)
+  return bucket, h .. "~" .. attrs[A_FROM] .. at .. wid
+end
+
+-- Notes for NEED the key buckets of the election entries of the wait's rows
+-- (its attributes attrs; rows: a list of key rows, or of encoded keys): what
+-- a call checks (need_checked) before its first write, where it will put the
+-- wait up for election or take it out.
+local function election_checked(attrs, rows)
+  if attrs then
+    for _, row in ipairs(rows or {}) do
+      key_bucket(attrs[A_KIND] .. (row.nv or row))
+    end
   end
-  return K.electable_by_sender, attrs[A_KIND] .. from .. nv .. at .. wid
 end
 
 -- Key rows of a wait that has none in the election indexes: one registered by
@@ -142,11 +154,12 @@ local UNLISTED = {}
 -- is in them).
 local function electable_set(wid, attrs, add, rows)
   for _, row in ipairs(rows or key_rows(wid)) do
-    local key, m = election_entry(attrs, row.nv, row.at, wid)
+    local bucket, m = election_entry(attrs, row.nv, row.at, wid)
+    need_checked()
     if add then
-      redis.call("ZADD", key, "0", m)
+      redis.call("ZADD", bucket, "0", m)
     else
-      redis.call("ZREM", key, m)
+      redis.call("ZREM", bucket, m)
     end
   end
 end
@@ -154,12 +167,11 @@ end
 -- Puts the key rows register added (ns values added, created_at = at) of an
 -- unparked wait of an unsealed run up for election; its older rows are up already.
 local function elect_new(wid, attrs, added, at)
-  local at_key, key, members = instant_key(at), nil, {}
-  for i, nv in ipairs(added) do
-    key, members[i] = election_entry(attrs, nv, at_key, wid)
-  end
-  if key then
-    zadd_all(key, members)
+  local at_key = instant_key(at)
+  for _, nv in ipairs(added) do
+    local bucket, m = election_entry(attrs, nv, at_key, wid)
+    need_checked()
+    redis.call("ZADD", bucket, "0", m)
   end
 end
 
@@ -170,8 +182,16 @@ end
 -- electable = false leaves new rows out of the election indexes (the caller
 -- parks the wait next, or puts them up with elect_new): a wait not registered
 -- before then has none in them (UNLISTED).
-local function register(run, wid, attrs, nv_list, at, electable)
-  local stored, rows = wait_read(wid)
+-- read: {attrs, rows} of the wait, when the caller has read them (wait_read's).
+-- A wait put up for election has its key buckets checked (and, to split, the
+-- two the next split writes) before the first write.
+local function register(run, wid, attrs, nv_list, at, electable, read)
+  local stored, rows
+  if read then
+    stored, rows = read[1], read[2]
+  else
+    stored, rows = wait_read(wid)
+  end
   local marked, sealed = redis.call("HGET", K.marks, wid), is_sealed(run)
   local in_force = stored or attrs
   local at_key = instant_key(at)
@@ -188,10 +208,17 @@ local function register(run, wid, attrs, nv_list, at, electable)
       by_time[#by_time + 1] = at_key .. wid .. nv
     end
   end
+  local elects = electable and not marked and not sealed and #added > 0
+  if elects then
+    election_checked(in_force, added)
+    key_split_checked()
+  end
+  need_checked()
   zadd_all(K.wait_keys, by_wid)
   zadd_all(K.wait_order, by_time)
-  if electable and not marked and not sealed then
+  if elects then
     elect_new(wid, in_force, added, at)
+    key_grow(election_entry(in_force, added[1], at_key, wid))
   end
   if not stored and #added > 0 then
     redis.call("INCRBY", K.wait_count, "1")
@@ -253,8 +280,9 @@ local function retire_wait(wid, attrs, rows)
     redis.call("ZREM", K.wait_keys, row.m)
     redis.call("ZREM", K.wait_order, row.at .. wid .. row.nv)
     if not parked then -- a parked wait's rows are out of the election indexes
-      local key, m = election_entry(attrs, row.nv, row.at, wid)
-      redis.call("ZREM", key, m)
+      local bucket, m = election_entry(attrs, row.nv, row.at, wid)
+      need_checked()
+      redis.call("ZREM", bucket, m)
     end
   end
   redis.call("INCRBY", K.wait_count, "-1")
