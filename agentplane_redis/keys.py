@@ -27,6 +27,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import InvalidInput
 
@@ -234,6 +235,7 @@ def bucket_hash(run: str | bytes) -> int:
     return h
 
 
+@lru_cache(maxsize=4096)
 def key_hash(kind: str, namespace: str, value: str) -> int:
     """A correlation key's hash (with the kind it is sought for): ``bucket_hash`` of
     the components of (kind, namespace, value). Its 8 hex digits begin the key's

@@ -1,8 +1,8 @@
 -- Buckets: a family's entries spread over small keys by a hash, so that each
 -- stays in the server's compact listpack encoding whatever the tenant's size:
--- the timer rows (family "timer", hashes by a hash of their run) and the live
--- rows' claim-search entries (family "key", sorted sets by a hash of their
--- correlation key, below).
+-- the timer rows (family "timer", hashes by a hash of their run) and the
+-- claim-search entries of live events and election entries of waits (family
+-- "key", sorted sets by a hash of their correlation key, below).
 --
 -- A family has BUCKET_BASE * 2^level + split buckets (linear hashing): the
 -- bucket of hash h is h mod (BUCKET_BASE * 2^level), or h mod (BUCKET_BASE *
@@ -68,7 +68,6 @@ end
 local function names_bucket(key, n)
   return tonumber(string.match(key, ":(%d+)$")) == n
 end
-
 
 -- After an insert into a bucket that now holds more than SPLIT_AT entries, with
 -- `size` entries in the family's buckets (geometry text `text`): when that is
@@ -136,11 +135,15 @@ end
 -- Key buckets. The claim search's entries of a live row sit in the bucket of
 -- each of its correlation keys, one member each:
 --   <hash> <source><received_at><id>
+-- and the election entries of an unparked wait of an unsealed run in the
+-- bucket of each of its key rows (waits.lua, election_entry):
+--   <hash>~<from_source><created_at><wid>
 -- hash the 8 hex digits of bucket_hash(enc(kind) .. enc(namespace) ..
--- enc(value)), source and id components, received_at 16 digits: short enough
--- for a bucket's listpack (64 bytes a member) with the usual identifiers. A
--- hash names one key or, rarely, several: a search checks the row's kind and
--- keys. Entries of one key sort by sender, then (received_at, id).
+-- enc(value)), source, id and from_source components (from_source " " for
+-- none), instants 16 digits: short enough for a bucket's listpack (64 bytes a
+-- member) with the usual identifiers. A hash names one key or, rarely,
+-- several: a search checks the row's (or the wait's) kind and keys. Entries of
+-- one key sort by sender, then by time and id.
 
 -- The stored key geometry {level, split, span, text}, read once a call (the
 -- last one parsed is kept: a tenant's geometry changes once a split).

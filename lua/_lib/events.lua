@@ -349,7 +349,6 @@ end
 local function live_index(eid, f, add, entries)
   entries = entries or live_entries_of(eid, f)
   need_checked()
-  local command = add and "ZADD" or "ZREM"
   if add then
     redis.call("ZADD", K.live, "0", f[E_RECEIVED] .. eid)
     for _, e in ipairs(entries) do
