@@ -54,9 +54,10 @@ ROLES: dict[str, str] = {
     "timer_held_fire": "timer:held:fire",  # score fire_at   the same timers
     "timer_claims": "timer:claim",  # hash  tid -> "claimed_at lease"
     "timer_bucket": "timer:<bucket>",  # hash  tid -> attrs   by a hash of the run
-    # live rows by correlation key (the claim search), in buckets by a hash of
-    # the key: a script's key buckets follow its roles in KEYS, as many as it names
-    "key_bucket": "event:key:<bucket>",  # lex  key hash, source . instant . id
+    # live events (the claim search) and unparked waits (the election) by
+    # correlation key, in buckets by a hash of the key: a script's key buckets
+    # follow its roles in KEYS, as many as it names
+    "key_bucket": "event:key:<bucket>",  # lex  hash source . at . id | hash~from . at . wid
     # workers blocked on the server wait on it (BLPOP): at most two markers, "t" a
     # timer armed sooner than the walk's head, "r" a wait parked for redelivery
     "wake": "wake",  # list  markers
@@ -199,7 +200,8 @@ class TenantKeys:
         return [f"{self.tag}:timer:{n}" for n in range(geometry.count)]
 
     def key_bucket(self, n: int) -> str:
-        """Key bucket ``n``: live rows by correlation key (``key_member``)."""
+        """Key bucket ``n``: live events' claim-search entries and unparked waits'
+        election entries, by correlation key (``docs/keys.md``, "Key buckets")."""
         return f"{self.tag}:event:key:{n}"
 
     def key_buckets(self, geometry: Geometry = Geometry()) -> list[str]:
