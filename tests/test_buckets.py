@@ -154,3 +154,19 @@ def test_a_claim_search_passes_over_another_key_of_the_same_hash(store, raw, bac
     assert not isinstance(outcome, Resumed)
     assert store.events.claim_for(sub("u", "w", f"order/{b}")).event.id == "b-new"
     Audit(raw, backend.tenant).run()
+
+
+def test_an_election_passes_over_a_wait_of_another_key_of_the_same_hash(store, raw, backend):
+    """A wait under a key whose hash another key shares is never elected for an
+    event of the other key, though its election entry is older and sits beside."""
+    a, b = "A-7000408", "A-30689030"
+    store.events.subscribe(sub("older", "w", f"order/{b}"), at=at(0))
+    store.events.subscribe(sub("newer", "w", f"order/{a}"), at=at(1))
+    outcome = store.events.deliver(ev("for-a", f"order/{a}"), at=at(2))
+    assert isinstance(outcome, Resumed)
+    assert outcome.subscription.run == "newer"
+    assert not isinstance(store.events.deliver(ev("for-a-2", f"order/{a}"), at=at(3)), Resumed)
+    outcome = store.events.deliver(ev("for-b", f"order/{b}"), at=at(4))
+    assert isinstance(outcome, Resumed)
+    assert outcome.subscription.run == "older"
+    Audit(raw, backend.tenant).run()
