@@ -149,7 +149,7 @@ class Context:
     def keyed(
         self,
         script: str,
-        args: Sequence[Arg],
+        args: Sequence[Arg] | Callable[[Geometry], tuple[Sequence[Arg], Sequence[str]]],
         kind: str = "",
         pairs: Sequence[str] = (),
         *,
@@ -163,19 +163,22 @@ class Context:
         ``NEED`` for (the buckets of keys of rows the call is to touch, or of a
         geometry that grew since this store last learned it), which it does before
         writing anything. A script with a timer bucket gets the bucket of ``run``,
-        and is called again after ``BUCKETS``."""
+        and is called again after ``BUCKETS``; its ``args`` may depend on the timer
+        buckets' geometry: then it gives the arguments and the further keys for it,
+        which go first."""
         needed: set[int] = set()
         for _ in range(_REGROWN_TRIES):
             g = self.key_geometry
+            call_args, more = args(self.geometry) if callable(args) else (args, ())
             numbers = {
                 g.bucket_of(key_hash(k, p[i], p[i + 1]))
                 for k, p in ((kind, pairs), *also)
                 for i in range(0, len(p), 2)
             }
-            more = [self.keys.key_bucket(n) for n in sorted(numbers | needed)]
+            more = [*more, *(self.keys.key_bucket(n) for n in sorted(numbers | needed))]
             if split:
                 more += [k for k in self.keys.key_split(g) if k not in more]
-            reply = yield self.call(script, args, run=run, more=more)
+            reply = yield self.call(script, call_args, run=run, more=more)
             status = text(reply[0])
             if status == "BUCKETS":
                 self.learn(reply[1:])
@@ -199,19 +202,9 @@ class Context:
         args: Sequence[Arg] | Callable[[Geometry], tuple[Sequence[Arg], Sequence[str]]],
         run: str,
     ) -> Plan[Any]:
-        """One call of a script with a bucket key (the bucket of ``run``): called
-        again with the geometry the server answers ``BUCKETS`` with, which it does
-        before writing anything when the buckets have split since this store
-        last learned of them. ``args`` may depend on the geometry: then it gives
-        the arguments and the further keys for it."""
-        for _ in range(_REGROWN_TRIES):
-            g = self.geometry
-            call_args, more = args(g) if callable(args) else (args, ())
-            reply = yield self.call(script, call_args, run=run, more=more)
-            if text(reply[0]) != "BUCKETS":
-                return reply
-            self.learn(reply[1:])
-        raise CorruptRow("buckets", f"{script}: they changed under each of {_REGROWN_TRIES} calls")
+        """One call of a script with a timer bucket key (the bucket of ``run``) and no
+        key buckets: ``keyed``'s, called again after ``BUCKETS``."""
+        return (yield from self.keyed(script, args, run=run))
 
     def call(
         self, script: str, args: Sequence[Arg], run: str | None = None, more: Sequence[str] = ()
