@@ -37,7 +37,11 @@ PREFIX = "agentplane"
 ROLES: dict[str, str] = {
     # events
     "events": "event",  # hash  eid -> event row, its payload last
-    "live": "event:live",  # lex   instant . eid            live rows, oldest first
+    # live rows, oldest first, in live buckets by received_at (event:live:<start>,
+    # named after their roles like key buckets); the index lists the buckets'
+    # starts, and "live" counts each bucket's entries and lists those that left
+    "live": "event:live",  # hash  "" -> live rows; start -> entries; g start -> left
+    "live_index": "event:live:index",  # lex   start (instant)
     "dead": "event:dead",  # lex   instant . eid
     "consumed": "event:consumed",  # lex   instant . eid
     # waits
@@ -203,6 +207,12 @@ class TenantKeys:
         """Key bucket ``n``: live events' claim-search entries and unparked waits'
         election entries, by correlation key (``docs/keys.md``, "Key buckets")."""
         return f"{self.tag}:event:key:{n}"
+
+    def live_bucket(self, start: str) -> str:
+        """The live bucket opened at ``start`` (an instant's 16 digits): live rows
+        received from then until the next bucket's start (``docs/keys.md``, "Live
+        buckets")."""
+        return f"{self.tag}:event:live:{start}"
 
     def key_buckets(self, geometry: Geometry = Geometry()) -> list[str]:
         """Every key bucket of the tenant, with ``geometry``'s buckets."""

@@ -79,6 +79,9 @@ TIMER_SCAN = 16
 DEFAULT_TIMER_LEASE_MS = 60_000
 #: Calls of one step a store makes while the buckets keep splitting under it.
 _REGROWN_TRIES = 16
+#: Scripts that place or take live rows in the common case, so name the live
+#: buckets of the present (``Context.live_now``) at once.
+LIVE_PLACED = frozenset({"buffer", "deliver", "claim_for", "wait", "match_waiter", "revive"})
 #: Runs whose waits' keys a store remembers (``Context.remember_wait``), at most.
 _REMEMBERED_RUNS = 4096
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
@@ -114,6 +117,11 @@ class Context:
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
 
+    #: The live buckets' span exponent as the server last gave it (a ``NEED`` reply).
+    _live_span: list[int] = field(
+        default_factory=lambda: [0], init=False, repr=False, compare=False
+    )
+
     @property
     def geometry(self) -> Geometry:
         return self._geometry[0]
@@ -121,6 +129,17 @@ class Context:
     @property
     def key_geometry(self) -> Geometry:
         return self._key_geometry[0]
+
+    def live_now(self, at: Arg = "") -> list[str]:
+        """The live bucket a row received at ``at`` (ms, a script's argument; ""
+        for now, by the local clock) opens or joins, by the span last learned, and
+        the bucket beside it nearer to that instant (a server's clock a little
+        ahead or behind)."""
+        span = 1 << self._live_span[0]
+        now = (int(at) if at != "" else time.time_ns() // 1_000_000) + 10**15
+        start = now - now % span
+        other = start + span if 2 * (now - start) >= span else start - span
+        return [self.keys.live_bucket(f"{start:016d}"), self.keys.live_bucket(f"{other:016d}")]
 
     def remember_wait(self, run: str, effect: str, kind: str, pairs: Sequence[str]) -> None:
         """Notes a wait this store registered (its keys: namespace, value, ...)."""
@@ -167,6 +186,7 @@ class Context:
         buckets' geometry: then it gives the arguments and the further keys for it,
         which go first."""
         needed: set[int] = set()
+        live: list[str] = []
         for _ in range(_REGROWN_TRIES):
             g = self.key_geometry
             call_args, more = args(self.geometry) if callable(args) else (args, ())
@@ -178,6 +198,9 @@ class Context:
             more = [*more, *(self.keys.key_bucket(n) for n in sorted(numbers | needed))]
             if split:
                 more += [k for k in self.keys.key_split(g) if k not in more]
+            if script in LIVE_PLACED:  # their first argument is the call's instant
+                more += [k for k in self.live_now(call_args[0]) if k not in live]
+            more += live
             reply = yield self.call(script, call_args, run=run, more=more)
             status = text(reply[0])
             if status == "BUCKETS":
@@ -186,7 +209,13 @@ class Context:
                 learned = Geometry.parse(text(reply[1]))
                 if learned != g:
                     self._key_geometry[0], needed = learned, set()
-                needed |= {int(text(n)) for n in reply[2:]}
+                for item in (text(n) for n in reply[2:]):
+                    if item[:1] == "L":
+                        live.append(self.keys.live_bucket(item[1:]))
+                    elif item[:1] == "J":
+                        self._live_span[0] = int(item[1:])
+                    else:
+                        needed.add(int(item))
             else:
                 return reply
         raise CorruptRow("buckets", f"{script}: they changed under each of {_REGROWN_TRIES} calls")
@@ -635,7 +664,7 @@ def lookup_wait(ctx: Context, run: str, effect: str) -> Plan[WaitRecord | None]:
 
 def oldest_live(ctx: Context) -> Plan[datetime | None]:
     """When the oldest live event (unclaimed, not dead) was received; None when none is."""
-    reply = yield ctx.call("oldest_live", [])
+    reply = yield from ctx.keyed("oldest_live", [])
     codec.check_status(reply)
     return codec.to_datetime(codec.integer(reply[1])) if len(reply) > 1 else None
 
@@ -997,7 +1026,7 @@ def live_page(
     order = "newest" if newest else "oldest"
     while room > 0:
         asked = min(room, LIST_BATCH)
-        reply = yield ctx.call("live_events", [asked, cursor, order])
+        reply = yield from ctx.keyed("live_events", [asked, cursor, order])
         status = codec.check_status(reply)
         rows = codec.listed_rows(reply)
         out += [BufferedEvent(event, received) for event, received, _row in rows]

@@ -2,11 +2,12 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
--- KEYS[3] geometry: agentplane:{<tenant>}:buckets
--- KEYS[4] replies: agentplane:{<tenant>}:reply
--- KEYS[5] replies_old: agentplane:{<tenant>}:reply:old
--- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
---   the call reads or writes, as many as it names (NEED asks for more); and the two the next split of the key
+-- KEYS[3] live_index: agentplane:{<tenant>}:event:live:index
+-- KEYS[4] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[5] replies: agentplane:{<tenant>}:reply
+-- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the live buckets (agentplane:{<tenant>}:event:live:<start>) and the key buckets
+--   (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it names (NEED asks for more); and the two the next split of the key
 --   buckets writes
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs

@@ -2,24 +2,25 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
--- KEYS[3] dead: agentplane:{<tenant>}:event:dead
--- KEYS[4] consumed: agentplane:{<tenant>}:event:consumed
--- KEYS[5] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[6] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[7] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[8] marks: agentplane:{<tenant>}:mark
--- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[10] seals: agentplane:{<tenant>}:seal
--- KEYS[11] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[12] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[13] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
--- KEYS[14] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[15] geometry: agentplane:{<tenant>}:buckets
--- KEYS[16] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[17] replies: agentplane:{<tenant>}:reply
--- KEYS[18] replies_old: agentplane:{<tenant>}:reply:old
--- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
---   the call reads or writes, as many as it names (NEED asks for more)
+-- KEYS[3] live_index: agentplane:{<tenant>}:event:live:index
+-- KEYS[4] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[5] consumed: agentplane:{<tenant>}:event:consumed
+-- KEYS[6] wait_count: agentplane:{<tenant>}:wait:count
+-- KEYS[7] wait_keys: agentplane:{<tenant>}:wait:key
+-- KEYS[8] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[9] marks: agentplane:{<tenant>}:mark
+-- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[11] seals: agentplane:{<tenant>}:seal
+-- KEYS[12] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[13] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[14] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[15] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[16] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[17] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[18] replies: agentplane:{<tenant>}:reply
+-- KEYS[19] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the live buckets (agentplane:{<tenant>}:event:live:<start>) and the key buckets
+--   (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- ARGV[3..] unanswered: effects whose answer the journal lacks

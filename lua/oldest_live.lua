@@ -1,19 +1,42 @@
 -- oldest_live: when the oldest live event was received.
 --
 -- KEYS[1] live: agentplane:{<tenant>}:event:live
--- Returns: {"OK"} | {"OK", received_at}
+-- KEYS[2] live_index: agentplane:{<tenant>}:event:live:index
+-- KEYS[3] geometry: agentplane:{<tenant>}:buckets
+-- Then the live buckets (agentplane:{<tenant>}:event:live:<start>) the call reads, as many as it names
+--   (NEED asks for more)
+-- Returns: {"OK"} | {"OK", received_at} | {"NEED", geometry, bucket, ...}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua
 --@include _lib/core.lua
+--@include _lib/buckets.lua
+--@include _lib/events.lua
 
 return guard(function()
-  local first = redis.call("ZRANGE", K.live, "0", "0")[1]
-  if not first then
-    return words("OK")
+  -- The oldest buckets, four at a time, until one holds a row that has not
+  -- left it (a bucket of only such rows is one whose tidying is due).
+  for first = 0, 1e9, 4 do
+    local starts = redis.call("ZRANGE", K.live_index, first, first + 3)
+    if #starts == 0 then
+      return words("OK")
+    end
+    for _, start in ipairs(starts) do
+      if not named(LIVE.key(start)) then
+        LIVE.need(start)
+      end
+    end
+    need_checked()
+    for _, start in ipairs(starts) do
+      local left, bucket = LIVE.left(start), LIVE.key(start)
+      for _, m in ipairs(redis.call("ZRANGE", bucket, 0, left.n)) do
+        if not LIVE.listed(left, m) then
+          if not string.find(string.sub(m, 1, INSTANT_WIDTH), "^%d+$") then
+            corrupt("index", m, "live index member without an instant")
+          end
+          return words("OK", decimal(tonumber(string.sub(m, 1, INSTANT_WIDTH)) - 1e15))
+        end
+      end
+    end
   end
-  if not string.find(string.sub(first, 1, INSTANT_WIDTH), "^%d+$") then
-    corrupt("index", first, "live index member without an instant")
-  end
-  return words("OK", decimal(tonumber(string.sub(first, 1, INSTANT_WIDTH)) - 1e15))
 end)

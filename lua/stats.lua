@@ -1,4 +1,4 @@
--- stats: exact counts of the tenant's event store, from cardinalities, in one snapshot.
+-- stats: exact counts of the tenant's event store, from cardinalities and counters, in one snapshot.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
@@ -11,7 +11,7 @@
 
 -- Every row is in exactly one state, and every state but held has an index:
 -- the held rows are the rest.
-local live, consumed, dead = redis.call("ZCARD", K.live), redis.call("ZCARD", K.consumed), redis.call("ZCARD", K.dead)
+local live, consumed, dead = tonumber(redis.call("HGET", K.live, "") or "0"), redis.call("ZCARD", K.consumed), redis.call("ZCARD", K.dead)
 return {
   "OK",
   live,

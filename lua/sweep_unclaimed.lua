@@ -2,17 +2,20 @@
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
--- KEYS[3] dead: agentplane:{<tenant>}:event:dead
--- KEYS[4] geometry: agentplane:{<tenant>}:buckets
--- KEYS[5] replies: agentplane:{<tenant>}:reply
--- KEYS[6] replies_old: agentplane:{<tenant>}:reply:old
--- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
---   the call reads or writes, as many as it names (NEED asks for more)
+-- KEYS[3] live_index: agentplane:{<tenant>}:event:live:index
+-- KEYS[4] dead: agentplane:{<tenant>}:event:dead
+-- KEYS[5] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[6] replies: agentplane:{<tenant>}:reply
+-- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the live buckets (agentplane:{<tenant>}:event:live:<start>) and key buckets
+--   (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it names
+--   (NEED asks for more)
 -- ARGV[1] older_than: instant ms, inclusive cutoff
 -- ARGV[2] reason: the dead-letter reason, verbatim
 -- ARGV[3] batch: count, the most rows this step retires
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
--- Returns: {"OK", rows retired} | {"MORE", rows retired}: the step stopped at its budget; call again | {"NEED", geometry, bucket, ...}
+-- Returns: {"OK", rows retired} | {"MORE", rows retired}: call again (the step retired rows, or dropped rows
+--   that left the oldest bucket) | {"NEED", geometry, bucket, ...}
 -- Errors: CORRUPT, REFUSED
 
 --@include _lib/codec.lua
@@ -26,11 +29,29 @@ local SWEEP_BYTES = 262144
 
 return guard(function()
   local older_than, reason, batch = tonumber(ARGV[1]), ARGV[2], bounded(ARGV[3])
-  -- Retired rows leave the live index, so every step starts from the oldest.
-  local members = redis.call("ZRANGEBYLEX", K.live, "-", "(" .. instant_key(older_than + 1), "LIMIT", "0", batch)
-  local eids = {}
-  for i, m in ipairs(members) do
-    eids[i] = eid_after(m, 0)
+  -- Retired rows leave the live order, so every step starts from the oldest
+  -- bucket, which holds the oldest rows; one bucket a step.
+  local start = redis.call("ZRANGEBYLEX", K.live_index, "-", "[" .. instant_key(older_than), "LIMIT", "0", "1")[1]
+  if not start then
+    return words("OK", 0)
+  end
+  local key = LIVE.key(start)
+  if not named(key) then
+    LIVE.need(start)
+    need_checked()
+  end
+  -- Rows that left the bucket are passed over (and dropped from it below).
+  local left, gone = LIVE.left(start), {}
+  for m in string.gmatch(left.list, "([^\n]*)\n") do
+    gone[m] = true
+  end
+  local found = redis.call("ZRANGEBYLEX", key, "-", "(" .. instant_key(older_than + 1), "LIMIT", "0", batch + left.n)
+  local members, eids = {}, {}
+  for _, m in ipairs(found) do
+    if not gone[m] and #members < batch then
+      members[#members + 1] = m
+      eids[#eids + 1] = eid_after(m, 0)
+    end
   end
   -- Rows hold their payloads: read only as many as the step's budget takes.
   local fits = rows_within(eids, SWEEP_BYTES / 2)
@@ -38,10 +59,8 @@ return guard(function()
     eids[i] = nil
   end
   local raws, rows, size = hmget_all(K.events, eids), {}, 0
-  local status = fits < #members and "MORE" or "OK"
   for i, eid in ipairs(eids) do
     if size >= SWEEP_BYTES then
-      status = "MORE"
       break
     end
     local f = raws[i] and event_parse(eid, raws[i])
@@ -64,6 +83,11 @@ return guard(function()
     live_apply(acc, false)
     redis.call("HSET", K.events, unpack(written))
     zadd_all(K.dead, dead)
+  elseif left.n > 0 then
+    need_checked()
+    LIVE.count(start, -LIVE.tidy(key, start))
+  else
+    return words("OK", 0) -- the oldest bucket holds no row at or before the cutoff
   end
-  return words(status, #rows)
+  return words("MORE", #rows)
 end)

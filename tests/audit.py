@@ -148,8 +148,8 @@ class Audit:
             assert eid in events, "a mark names a row that does not exist"
             f = event_fields(eid, events[eid])
             assert f[0] == b"held" and comp(f[7]) + comp(f[8]) == wid, "a mark names another's row"
-        for key in ("event:live", "event:consumed"):
-            assert self.z(key) == want[key], f"{key} disagrees with the rows"
+        self.live_order(want["event:live"])
+        assert self.z("event:consumed") == want["event:consumed"], "event:consumed disagrees"
         assert self.z("event:dead") == want["event:dead"], "event:dead disagrees with the rows"
         self.waits(key_geometry, by_bucket)
         found = {k: self.z(k.decode()) for k in self.key_buckets()}
@@ -160,6 +160,36 @@ class Audit:
         )
         self.timers()
         return dict(counts)
+
+    def live_order(self, live: set[bytes]) -> None:
+        """The live buckets (docs/keys.md, "Live buckets"): they hold the live rows
+        and the rows listed as having left them, each in the bucket of its
+        received_at; the index lists exactly the buckets, and the counts agree."""
+        counts = self.h("event:live")
+        assert int(counts.pop(b"", b"0")) == len(live), "the live count is not the live rows"
+        left = {k[1:]: v for k, v in counts.items() if k[:1] == b"g"}
+        entries = {k: int(v) for k, v in counts.items() if k[:1] != b"g"}
+        starts = sorted(self.z("event:live:index"))
+        assert all(re.fullmatch(rb"\d{16}", s) for s in starts), starts
+        assert set(entries) == set(starts), "live bucket counts for buckets not indexed"
+        assert set(left) <= set(starts), "a left list of a bucket not indexed"
+        found = {k.rsplit(b":", 1)[1] for k in self.c.scan_iter(self.p + "event:live:*")}
+        assert found - {b"index"} == set(starts), "live buckets not indexed, or indexed and missing"
+        seen: set[bytes] = set()
+        for i, start in enumerate(starts):
+            members = self.z("event:live:" + start.decode())
+            assert len(members) == entries[start], f"bucket {start!r}: wrong count"
+            end = starts[i + 1] if i + 1 < len(starts) else None
+            for m in members:
+                assert m[:16] >= start and (end is None or m[:16] < end), f"{m!r} out of its bucket"
+            gone = left.get(start, b"")
+            assert gone == b"" or gone.endswith(b"\n"), gone
+            listed = set(gone.split(b"\n")[:-1]) if gone else set()
+            assert len(listed) == gone.count(b"\n"), "a left list names a row twice"
+            assert listed <= members, "a left list names a row not in its bucket"
+            assert not listed & live, "a left list names a live row"
+            seen |= members - listed
+        assert seen == live, "the live buckets disagree with the live rows"
 
     def waits(self, key_geometry: Geometry, by_bucket: dict[bytes, set[bytes]]) -> None:
         """Checks the waits; adds the election entries the key buckets must hold

@@ -410,13 +410,20 @@ def test_wait_read_reads_key_rows_as_the_whole_row_pattern_does(raw, rows, cut):
 EVENTS_LUA = (
     CODEC
     + "local K = { events = KEYS[1], consumed = KEYS[2], live = KEYS[3], geometry = KEYS[4],"
-    + " roles = 4 }\nlocal GEO\n"
+    + " live_index = KEYS[5], roles = 5 }\nlocal GEO\n"
     + expand(lua_root(), "_lib/core.lua")
     + expand(lua_root(), "_lib/buckets.lua")
     + expand(lua_root(), "_lib/events.lua")
 )
 #: The keys of EVENTS_LUA: the roles, then every key bucket of a new tenant.
-EVENT_KEYS = ("{t}:e", "{t}:c", "{t}:l", "{t}:buckets", *(f"{{t}}:event:key:{n}" for n in range(8)))
+EVENT_KEYS = (
+    "{t}:e",
+    "{t}:c",
+    "{t}:l",
+    "{t}:buckets",
+    "{t}:li",
+    *(f"{{t}}:event:key:{n}" for n in range(8)),
+)
 
 EVENT_ROWS = (
     EVENTS_LUA
@@ -511,13 +518,17 @@ out[4], out[5] = event_pack(g), event_head(g)
 g[E_STATE], g[#g] = "consumed", ""
 out[6] = event_pack(g)
 -- ARGV[3]: the same row live, without a claim: held by (ARGV[4], ARGV[5]) at ARGV[6] ms.
+-- Its live bucket, the last key, opened at its received_at.
 f = event_fields("s i ", ARGV[3])
+redis.call("ZADD", K.live_index, "0", f[E_RECEIVED])
+redis.call("ZADD", KEYS[#KEYS], "0", f[E_RECEIVED] .. "s i ")
+redis.call("HSET", K.live, f[E_RECEIVED], 1, "", 1)
 out[7] = hold("s i ", f, ARGV[4], ARGV[5], enc_pair(ARGV[4], ARGV[5]), tonumber(ARGV[6]))
 out[8] = redis.call("HGET", K.events, "s i ")
 g = event_fields("s i ", ARGV[3])
 g[E_STATE], g[E_RUN], g[E_EFFECT], g[E_CLAIMED] = "held", ARGV[4], ARGV[5], ARGV[2]
 out[9], out[10] = event_head(g), event_pack(g)
-redis.call("DEL", K.events, K.consumed, K.live)
+redis.call("DEL", K.events, K.consumed, K.live, K.live_index, KEYS[#KEYS])
 return out
 """
 )
@@ -532,10 +543,11 @@ def test_a_held_row_patched_in_place_is_the_row_written_anew(raw, fields, effect
     run = fields[4] or b"r"
     held = [b"H", b"-", fields[2], fields[3], run, effect, fields[6] or fields[3], *fields[7:]]
     live = [b"L", b"-", b"-", fields[3], b"", b"", b"", *fields[7:]]
+    keys = (*EVENT_KEYS, f"{{t}}:event:live:{fields[3].decode()}")
     out = raw.eval(
         EVENT_PATCHES,
-        len(EVENT_KEYS),
-        *EVENT_KEYS,
+        len(keys),
+        *keys,
         *(pack_event_row(held), instant_member(at), pack_event_row(live), run, effect, at),
     )
     stamped, head, consumed, want, want_head, want_consumed = out[:6]

@@ -254,7 +254,8 @@ def test_a_reply_arrives_as_words_or_as_its_text_and_reads_as_its_list(store, mo
     seen: list[Any] = []
 
     def spy(call: Any, reply: Any) -> Any:
-        seen.append(reply)
+        if not (isinstance(reply, list) and reply[0] == b"NEED"):  # a call naming buckets
+            seen.append(reply)
         return received(call, reply)
 
     monkeypatch.setattr(driver, "_received", spy)

@@ -205,6 +205,9 @@ end
 local function need_checked()
   local need = PER_CALL.need
   if need then
+    if PER_CALL.live_span then
+      need[#need + 1] = "J" .. PER_CALL.live_span -- the live buckets' span (events.lua)
+    end
     error({ agentplane_need = need, geometry = key_geometry().text }, 0)
   end
 end

@@ -245,7 +245,7 @@ local function guard(body)
   if type(res) == "table" and res.agentplane_need then
     local out = { "NEED", res.geometry }
     for i, n in ipairs(res.agentplane_need) do
-      out[i + 2] = string.format("%d", n)
+      out[i + 2] = type(n) == "number" and string.format("%d", n) or n
     end
     return out
   end

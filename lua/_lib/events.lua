@@ -302,14 +302,248 @@ local function event_has_key(f, nv_set)
   return false
 end
 
--- The claim-search entries of a live row (buckets.lua, "Key buckets"): for each
--- of its keys ({bucket key, member}, in its keys' order), the bucket false where
--- the call did not name it (noted for NEED: a caller checks with need_checked
--- before its first write). nv_list: its keys encoded, when the caller has them.
-local function live_entries_of(eid, f, nv_list)
+-- Live buckets (docs/keys.md, "Live buckets"): the live order, oldest first,
+-- in small sorted sets of instant(received_at) . eid, each holding the rows
+-- received from its start (16 digits, the bucket's name) until the next
+-- bucket's start; K.live_index lists the starts. A bucket opens when a row
+-- arrives past the newest bucket's span (2^span ms, aligned), so the store
+-- names the bucket of its clock's instant and the bucket before or after it.
+-- A row that leaves from a bucket the call did not name is listed in the
+-- bucket's left list (K.live field "g" .. start, members each ended by "\n")
+-- and stays in the bucket until a call that names the bucket drops the list's
+-- members from it: such a call is asked for (NEED) once the list holds
+-- LIVE.TIDY members or every entry of the bucket. K.live counts each bucket's
+-- entries (field start) and the live rows (field ""). The span follows the
+-- rate: it halves while the newest bucket passes LIVE.FULL entries, and
+-- doubles when a bucket opens after one of fewer than LIVE.THIN.
+local LIVE = { TIDY = 16, FULL = 112, THIN = 48, MAX_SPAN = 40 }
+
+-- The live buckets' span exponent (geometry field "live"; absent is 0).
+function LIVE.span()
+  local j = PER_CALL.live_span
+  if not j then
+    local text = redis.call("HGET", K.geometry, "live") or "0"
+    j = string.find(text, "^%d+$") and tonumber(text)
+    if not j or j > LIVE.MAX_SPAN then
+      corrupt("geometry", "live", "bad live span")
+    end
+    PER_CALL.live_span = j
+  end
+  return j
+end
+
+function LIVE.key(start)
+  return string.sub(K.geometry, 1, -8) .. "event:live:" .. start
+end
+
+-- Notes the bucket at start for NEED.
+function LIVE.need(start)
+  local need = PER_CALL.need or {}
+  PER_CALL.need = need
+  need[#need + 1] = "L" .. start
+end
+
+-- The newest bucket's start, or false.
+function LIVE.newest()
+  local n = PER_CALL.live_newest
+  if n == nil then
+    n = redis.call("ZRANGE", K.live_index, "-1", "-1")[1] or false
+    if n and not string.find(n, "^%d+$") then
+      corrupt("index", n, "bad live bucket start")
+    end
+    PER_CALL.live_newest = n
+  end
+  return n
+end
+
+-- The start of the bucket holding rows received at r (16 digits), or nil.
+function LIVE.holding(r)
+  local newest = LIVE.newest()
+  if newest and tonumber(newest) <= tonumber(r) then
+    return newest
+  end
+  return redis.call("ZREVRANGEBYLEX", K.live_index, "[" .. r, "-", "LIMIT", "0", "1")[1]
+end
+
+-- Where a row received at r joins the live order: the bucket's start, and
+-- whether it opens. A bucket not named is noted for NEED.
+function LIVE.place(r)
+  local s, newest = LIVE.holding(r), LIVE.newest()
+  local start, open = s, false
+  if not s or s == newest then
+    local rn, span = tonumber(r), 2 ^ LIVE.span()
+    local c = string.format("%016.0f", rn - rn % span)
+    if not s then
+      start, open = c, true -- before every bucket: c <= r < the oldest start
+    elseif tonumber(c) > tonumber(s) then
+      -- Past the newest bucket's span: a new bucket, unless the newest holds
+      -- rows from c on (received past its span, or a span since halved).
+      local bucket = LIVE.key(s)
+      if not named(bucket) then
+        LIVE.need(s)
+        if not named(LIVE.key(c)) then
+          LIVE.need(c)
+        end
+        return s, false
+      end
+      local last = redis.call("ZRANGE", bucket, "-1", "-1")[1]
+      if not last or tonumber(string.sub(last, 1, INSTANT_WIDTH)) < tonumber(c) then
+        start, open = c, true
+      end
+    end
+  end
+  if not named(LIVE.key(start)) then
+    LIVE.need(start)
+  end
+  return start, open
+end
+
+-- The left list of the bucket at start as this call keeps it: {entries, list, n}.
+function LIVE.left(start)
+  local all = PER_CALL.live_left or {}
+  PER_CALL.live_left = all
+  local b = all[start]
+  if not b then
+    local list = redis.call("HGET", K.live, "g" .. start) or ""
+    local _, n = string.gsub(list, "\n", "")
+    b = { entries = tonumber(redis.call("HGET", K.live, start) or "0"), list = list, n = n }
+    all[start] = b
+  end
+  return b
+end
+
+-- The live slot of a row received at r with eid: {key (false: not named),
+-- start, member, open} for a row that joins (add), or one that leaves.
+function LIVE.slot(r, eid, add)
+  local slot = { member = r .. eid }
+  if add then
+    slot.start, slot.open = LIVE.place(r)
+  else
+    slot.start = LIVE.holding(r)
+    if not slot.start then
+      corrupt("index", slot.member, "no live bucket holds a live row")
+    end
+  end
+  local key = LIVE.key(slot.start)
+  if named(key) then
+    slot.key = key
+  elseif not add then
+    -- It leaves by the left list: due for dropping at LIVE.TIDY, or at every entry.
+    local b = LIVE.left(slot.start)
+    b.pending = (b.pending or 0) + 1
+    if b.n + b.pending >= LIVE.TIDY or b.n + b.pending >= b.entries then
+      LIVE.need(slot.start)
+    end
+  end
+  return slot
+end
+
+-- Where the left list b holds member m (its position), or nil.
+function LIVE.listed(b, m)
+  return string.find("\n" .. b.list, "\n" .. m .. "\n", 1, true)
+end
+
+-- Drops the left list's members from the named bucket at start; returns how many.
+function LIVE.tidy(key, start)
+  local b = LIVE.left(start)
+  if b.n == 0 then
+    return 0
+  end
+  local gone, i = {}, 0
+  for m in string.gmatch(b.list, "([^\n]*)\n") do
+    i = i + 1
+    gone[i] = m
+  end
+  zrem_all(key, gone)
+  redis.call("HDEL", K.live, "g" .. start)
+  b.list, b.n, b.entries = "", 0, b.entries - i
+  return i
+end
+
+-- Counts n entries more (or fewer) in the bucket at start; a bucket of none
+-- leaves the index.
+function LIVE.count(start, n)
+  local entries = redis.call("HINCRBY", K.live, start, n)
+  local b = PER_CALL.live_left and PER_CALL.live_left[start]
+  if b then
+    b.entries = entries
+  end
+  if entries <= 0 then
+    redis.call("HDEL", K.live, start)
+    redis.call("ZREM", K.live_index, start)
+    if PER_CALL.live_newest == start then
+      PER_CALL.live_newest = nil
+    end
+  end
+  return entries
+end
+
+-- Adds or removes a row's live slot (after need_checked).
+function LIVE.apply(slot, add)
+  local start, bucket = slot.start, slot.key
+  if add then
+    if slot.open then
+      local before = LIVE.newest()
+      redis.call("ZADD", K.live_index, "0", start)
+      if not before or tonumber(before) < tonumber(start) then
+        PER_CALL.live_newest = start
+        local thin = before and tonumber(redis.call("HGET", K.live, before) or "0") < LIVE.THIN
+        if thin and LIVE.span() < LIVE.MAX_SPAN then
+          PER_CALL.live_span = LIVE.span() + 1
+          redis.call("HSET", K.geometry, "live", PER_CALL.live_span)
+        end
+      end
+    end
+    if redis.call("ZADD", bucket, "0", slot.member) == 0 then
+      -- It left and comes back (a release, a revival) before its bucket was
+      -- tidied: off the left list, the entry stays.
+      local b = LIVE.left(start)
+      local at = LIVE.listed(b, slot.member)
+      if not at then
+        corrupt("index", slot.member, "a live bucket holds a row twice")
+      end
+      b.list = string.sub(b.list, 1, at - 1) .. string.sub(b.list, at + #slot.member + 1)
+      b.n = b.n - 1
+      if b.n == 0 then
+        redis.call("HDEL", K.live, "g" .. start)
+      else
+        redis.call("HSET", K.live, "g" .. start, b.list)
+      end
+    else
+      local entries = LIVE.count(start, 1)
+      if entries >= LIVE.FULL and entries % 32 == 0 and start == LIVE.newest() and LIVE.span() > 0 then
+        PER_CALL.live_span = LIVE.span() - 1
+        redis.call("HSET", K.geometry, "live", PER_CALL.live_span)
+      end
+    end
+    redis.call("HINCRBY", K.live, "", 1)
+    return
+  end
+  if bucket then
+    local n = LIVE.tidy(bucket, start) + redis.call("ZREM", bucket, slot.member)
+    LIVE.count(start, -n)
+  else
+    local b = LIVE.left(start)
+    b.list, b.n = b.list .. slot.member .. "\n", b.n + 1
+    redis.call("HSET", K.live, "g" .. start, b.list)
+  end
+  redis.call("HINCRBY", K.live, "", -1)
+end
+
+-- The live index entries of a row: its live slot (entries.live), and the
+-- claim-search entries (buckets.lua, "Key buckets"): for each of its keys
+-- ({bucket key, member}, in its keys' order), the bucket false where the call
+-- did not name it. Buckets not named are noted for NEED: a caller checks with
+-- need_checked before its first write. nv_list: its keys encoded, when the
+-- caller has them; add: the row joins the live indexes (default: unless it is
+-- live).
+local function live_entries_of(eid, f, nv_list, add)
+  if add == nil then
+    add = f[E_STATE] ~= "live"
+  end
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   local rest = " " .. source .. f[E_RECEIVED] .. string.sub(eid, #source + 1)
-  local out = {}
+  local out = { live = LIVE.slot(f[E_RECEIVED], eid, add) }
   for i, nv in ipairs(nv_list or event_nv(f)) do
     local h, bucket = key_bucket(kind .. nv)
     out[i] = { bucket, h .. rest }
@@ -320,9 +554,10 @@ end
 -- Collects the live index entries of rows into acc (a new one when nil), to
 -- add or remove them together; returns acc.
 local function live_collect(acc, eid, f)
-  acc = acc or { live = {}, by_bucket = {}, buckets = {} }
-  acc.live[#acc.live + 1] = f[E_RECEIVED] .. eid
-  for _, e in ipairs(live_entries_of(eid, f)) do
+  acc = acc or { slots = {}, by_bucket = {}, buckets = {} }
+  local entries = live_entries_of(eid, f)
+  acc.slots[#acc.slots + 1] = entries.live
+  for _, e in ipairs(entries) do
     local list = acc.by_bucket[e[1]]
     if not list then
       list = {}
@@ -337,7 +572,9 @@ end
 local function live_apply(acc, add)
   need_checked()
   local apply = add and zadd_all or zrem_all
-  apply(K.live, acc.live)
+  for _, slot in ipairs(acc.slots) do
+    LIVE.apply(slot, add)
+  end
   for _, bucket in ipairs(acc.buckets) do
     apply(bucket, acc.by_bucket[bucket])
   end
@@ -347,19 +584,15 @@ end
 -- per entry (a row has one key, or a few), after need_checked: its first write.
 -- entries: live_entries_of's, when the caller has them.
 local function live_index(eid, f, add, entries)
-  entries = entries or live_entries_of(eid, f)
+  entries = entries or live_entries_of(eid, f, nil, add)
   need_checked()
-  if add then
-    redis.call("ZADD", K.live, "0", f[E_RECEIVED] .. eid)
-    for _, e in ipairs(entries) do
-      local bucket = e[1]
-      redis.call("ZADD", bucket, "0", e[2])
-    end
-  else
-    redis.call("ZREM", K.live, f[E_RECEIVED] .. eid)
-    for _, e in ipairs(entries) do
-      local bucket = e[1]
-      redis.call("ZREM", bucket, e[2])
+  LIVE.apply(entries.live, add)
+  local command = add and "ZADD" or "ZREM"
+  for _, e in ipairs(entries) do
+    if add then
+      redis.call(command, e[1], "0", e[2])
+    else
+      redis.call(command, e[1], e[2])
     end
   end
 end
@@ -584,7 +817,7 @@ end
 local function insert_event(a, at, state, run, effect, targeted)
   local f = new_event_row(a, at, state, run, effect, targeted)
   if state == "live" then
-    local entries = live_entries_of(a.eid, f, a.nv)
+    local entries = live_entries_of(a.eid, f, a.nv, true)
     if #entries > 0 then
       key_split_checked()
     end
