@@ -35,7 +35,15 @@ from .errors import (
     LibraryError,
     ServerMisconfigured,
 )
-from .keys import PREFIX, Geometry, locate_event, locate_timer, locate_wait, timer_attrs
+from .keys import (
+    PREFIX,
+    Geometry,
+    instant_member,
+    locate_event,
+    locate_timer,
+    locate_wait,
+    timer_attrs,
+)
 from .model import DeadLetter, Resumed, Subscription, Timer
 from .scripts import catalogue
 from .scripts import library as this_release
@@ -834,12 +842,17 @@ def locate_event_command(obj: Context, source: str, event_id: str) -> None:
     entries too."""
     store = obj.store()
     found = store.events.lookup(source, event_id)
-    live = None
+    live, start = None, None
     if found is not None and found.state == "live":
         received = codec.instant("received_at", found.received_at)
         pairs = [(k.namespace, k.value) for k in found.event.correlation]
         live = (found.event.kind, received, pairs)
-    print_commands(obj, locate_event(store.keys, source, event_id, live, key_geometry(store)))
+        # The live bucket: the greatest start at or before received_at.
+        index = store.keys.key("live_index")
+        starts = store.client.zrevrangebylex(index, b"[" + instant_member(received), b"-", 0, 1)
+        start = codec.text(starts[0]) if starts else None
+    lines = locate_event(store.keys, source, event_id, live, key_geometry(store), live_start=start)
+    print_commands(obj, lines)
 
 
 def key_geometry(store: RedisStore) -> Geometry:

@@ -493,7 +493,8 @@ def test_locate_prints_redis_cli_lines_that_find_the_item(start):
             out.append(done.stdout.decode("utf-8", "replace").strip())
         return out
 
-    row, entry = answers("locate", "event", source, event)
+    row, live, entry = answers("locate", "event", source, event)
+    assert live == "0"  # its entry in its live bucket
     assert entry == "0"  # its claim-search entry, in its key's bucket
     assert row.startswith("L-- 1001767225600000 paid    k 1 ")
     assert row.endswith('\n{"id":"e 1"}')  # the payload, last
