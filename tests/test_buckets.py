@@ -170,3 +170,118 @@ def test_an_election_passes_over_a_wait_of_another_key_of_the_same_hash(store, r
     assert isinstance(outcome, Resumed)
     assert outcome.subscription.run == "older"
     Audit(raw, backend.tenant).run()
+
+
+# ------------------------------------------------------------ live buckets
+
+
+def live_buckets(raw, store) -> dict[bytes, int]:
+    """Each live bucket's start and its entries (left rows included), oldest first."""
+    starts = raw.zrange(store.keys.key("live_index"), 0, -1)
+    return {s: raw.zcard(store.keys.live_bucket(s.decode())) for s in starts}
+
+
+def left(raw, store, start: bytes) -> int:
+    """How many members the left list of the bucket at start holds."""
+    return (raw.hget(store.keys.key("live"), b"g" + start) or b"").count(b"\n")
+
+
+def test_live_buckets_hold_the_live_order_in_spans_that_follow_the_rate(store, raw, backend):
+    """Events buffered at one a millisecond open buckets of a few dozen each: the
+    span grows from one millisecond while buckets are thin; a burst into a long
+    span shrinks it at once. Every bucket stays a listpack's size, the audit
+    checks each entry is in the bucket of its instant, and a sweep takes them
+    all, oldest first."""
+    for i in range(1500):
+        assert store.events.buffer(ev(f"e{i}", f"k/{i}"), at=at(i))
+    sizes = live_buckets(raw, store)
+    assert sum(sizes.values()) == 1500
+    assert max(sizes.values()) <= 128  # zset-max-listpack-entries
+    assert len(sizes) <= 1500 // 24
+    Audit(raw, backend.tenant).run()
+    # A span of 2^30 ms, and a burst of one event a millisecond: one bucket fills
+    # to LIVE.FULL, then the span shrinks to hold about 64, and buckets open.
+    raw.hset(store.keys.key("geometry"), "live", 30)
+    for i in range(600):
+        assert store.events.buffer(ev(f"b{i}", f"k/{i}"), at=at(10**7 + i))
+    burst = [n for s, n in live_buckets(raw, store).items() if int(s) >= 10**15 + 10**6]
+    assert max(burst) <= 128
+    assert len(burst) >= 4
+    assert int(raw.hget(store.keys.key("geometry"), "live")) <= 7
+    Audit(raw, backend.tenant).run()
+    assert store.events.oldest_live() == at(0)
+    assert store.events.sweep_unclaimed(at(10**7 - 1)) == 1500
+    assert store.events.oldest_live() == at(10**7)
+    Audit(raw, backend.tenant).run()
+
+
+def test_events_claimed_from_a_bucket_not_named_are_dropped_sixteen_at_a_time(store, raw, backend):
+    """A claim that cannot name its event's live bucket lists the event as left;
+    the sixteenth such, or the one that leaves the bucket with no live event, has
+    the store name the bucket, and its call drops the listed entries. In between,
+    every reader passes over them."""
+    raw.hset(store.keys.key("geometry"), "live", 20)  # one bucket for what follows
+    for i in range(40):
+        assert store.events.buffer(ev(f"e{i:02}", f"k/{i}"), at=at(i))
+    (start,) = live_buckets(raw, store)
+    for i in range(15):
+        got = store.events.claim_for(sub(f"r{i}", "w", f"k/{i}"), at=at(10**8))
+        assert got.event.id == f"e{i:02}"
+    assert live_buckets(raw, store) == {start: 40}
+    assert left(raw, store, start) == 15
+    Audit(raw, backend.tenant).run()
+    assert store.events.stats().live == 25
+    assert store.events.oldest_live() == at(15)
+    page, _ = store.events.live_page(5)
+    assert [e.event.id for e in page] == [f"e{i:02}" for i in range(15, 20)]
+    assert store.events.claim_for(sub("r15", "w", "k/15"), at=at(10**8)) is not None
+    assert live_buckets(raw, store) == {start: 24}  # the sixteenth: all dropped
+    assert left(raw, store, start) == 0
+    Audit(raw, backend.tenant).run()
+    for i in range(16, 40):
+        assert store.events.claim_for(sub(f"r{i}", "w", f"k/{i}"), at=at(10**8)) is not None
+    assert live_buckets(raw, store) == {}  # the last live event left: the bucket went
+    assert store.events.stats().live == 0
+    Audit(raw, backend.tenant).run()
+
+
+def test_an_event_back_before_its_bucket_was_tidied_comes_off_the_left_list(store, raw, backend):
+    """An event claimed (listed as left) and released by unsubscribe_run is live
+    again in the same entry, off the list; the sweep passes over what is still
+    listed, and takes the rest."""
+    raw.hset(store.keys.key("geometry"), "live", 20)
+    for i in range(5):
+        assert store.events.buffer(ev(f"e{i}", f"k/{i}"), at=at(i))
+    (start,) = live_buckets(raw, store)
+    assert store.events.claim_for(sub("r0", "w", "k/0"), at=at(10**8)) is not None
+    assert store.events.claim_for(sub("r1", "w", "k/1"), at=at(10**8)) is not None
+    assert left(raw, store, start) == 2
+    retired = store.events.unsubscribe_run("r0", ["w"])
+    assert [e.id for e in retired.released] == ["e0"]
+    assert left(raw, store, start) == 1
+    Audit(raw, backend.tenant).run()
+    assert [e.event.id for e in store.events.live_page()[0]] == ["e0", "e2", "e3", "e4"]
+    assert store.events.sweep_unclaimed(at(3)) == 3  # e0, e2, e3; e1 is held
+    assert live_buckets(raw, store) == {start: 1}
+    Audit(raw, backend.tenant).run()
+
+
+def test_events_received_out_of_order_join_the_bucket_of_their_instant(store, raw, backend):
+    """An event received before every bucket opens one before them; one between
+    two buckets joins the earlier; listings, the oldest and the sweep follow the
+    instants, not the order of buffering."""
+    raw.hset(store.keys.key("geometry"), "live", 4)  # spans of 16 ms
+    for i, ms in enumerate([1000, 1001, 0, 500, 2000, 499, 1999]):
+        assert store.events.buffer(ev(f"e{ms}", f"k/{i}"), at=at(ms))
+    t0 = 10**15 + int(at(0).timestamp() * 1000)  # a multiple of 16
+    assert [int(s) - t0 for s in live_buckets(raw, store)] == [0, 992, 2000]
+    Audit(raw, backend.tenant).run()
+    order = [0, 499, 500, 1000, 1001, 1999, 2000]
+    assert [e.received_at for e in store.events.live_page()[0]] == [at(ms) for ms in order]
+    assert [e.received_at for e in store.events.live_page(newest=True)[0]] == [
+        at(ms) for ms in reversed(order)
+    ]
+    assert store.events.oldest_live() == at(0)
+    assert store.events.sweep_unclaimed(at(1000)) == 4
+    assert store.events.oldest_live() == at(1001)
+    Audit(raw, backend.tenant).run()

@@ -314,9 +314,10 @@ end
 -- members from it: such a call is asked for (NEED) once the list holds
 -- LIVE.TIDY members or every entry of the bucket. K.live counts each bucket's
 -- entries (field start) and the live rows (field ""). The span follows the
--- rate: it halves while the newest bucket passes LIVE.FULL entries, and
--- doubles when a bucket opens after one of fewer than LIVE.THIN.
-local LIVE = { TIDY = 16, FULL = 112, THIN = 48, MAX_SPAN = 40 }
+-- rate: while the newest bucket holds LIVE.FULL entries or more, it shrinks
+-- to the span that would hold LIVE.FIT rows at the rate of the bucket's last
+-- 16, and it doubles when a bucket opens after one of fewer than LIVE.THIN.
+local LIVE = { TIDY = 16, FULL = 64, FIT = 64, THIN = 48, MAX_SPAN = 40 }
 
 -- The live buckets' span exponent (geometry field "live"; absent is 0).
 function LIVE.span()
@@ -511,9 +512,17 @@ function LIVE.apply(slot, add)
       end
     else
       local entries = LIVE.count(start, 1)
-      if entries >= LIVE.FULL and entries % 32 == 0 and start == LIVE.newest() and LIVE.span() > 0 then
-        PER_CALL.live_span = LIVE.span() - 1
-        redis.call("HSET", K.geometry, "live", PER_CALL.live_span)
+      if entries >= LIVE.FULL and entries % 16 == 0 and start == LIVE.newest() then
+        -- A full bucket: the span that would hold LIVE.FIT rows at the rate of
+        -- its last 16, taken when shorter.
+        local first = redis.call("ZRANGE", bucket, -16, -16)[1]
+        local elapsed = tonumber(string.sub(slot.member, 1, INSTANT_WIDTH))
+          - tonumber(string.sub(first, 1, INSTANT_WIDTH)) + 1
+        local fit = math.floor(math.log(elapsed * LIVE.FIT / 16) / math.log(2))
+        if fit < LIVE.span() then
+          PER_CALL.live_span = math.max(fit, 0)
+          redis.call("HSET", K.geometry, "live", PER_CALL.live_span)
+        end
       end
     end
     redis.call("HINCRBY", K.live, "", 1)
