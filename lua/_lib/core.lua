@@ -236,6 +236,11 @@ local function guard(body)
   if type(res) == "table" and res.agentplane_corrupt then
     return { "CORRUPT", res.agentplane_corrupt, printable(res.id), res.detail }
   end
+  if TOKEN and type(res) == "table" then
+    -- An answer that wrote nothing still takes the acknowledgements it carries:
+    -- the store does not send them again.
+    forget(ACKS)
+  end
   if type(res) == "table" and res.agentplane_refused then
     return { "REFUSED", res.agentplane_refused }
   end
