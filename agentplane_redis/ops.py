@@ -9,6 +9,7 @@ Redis, and no clock is read for it.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import os
@@ -82,6 +83,11 @@ _REGROWN_TRIES = 16
 #: Scripts that place or take live rows in the common case, so name the live
 #: buckets of the present (``Context.live_now``) at once.
 LIVE_PLACED = frozenset({"buffer", "deliver", "claim_for", "wait", "match_waiter", "revive"})
+#: A new tenant's live span exponent: its live buckets open a second apart
+#: (``LIVE.ABSENT`` in ``lua/_lib/events.lua``) until the rate says otherwise.
+LIVE_SPAN = 10
+#: Live bucket starts a store remembers (``Context.learn_live``), at most.
+_LIVE_STARTS = 256
 #: Runs whose waits' keys a store remembers (``Context.remember_wait``), at most.
 _REMEMBERED_RUNS = 4096
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
@@ -119,8 +125,11 @@ class Context:
 
     #: The live buckets' span exponent as the server last gave it (a ``NEED`` reply).
     _live_span: list[int] = field(
-        default_factory=lambda: [0], init=False, repr=False, compare=False
+        default_factory=lambda: [LIVE_SPAN], init=False, repr=False, compare=False
     )
+    #: Starts of live buckets the server named (``NEED``), sorted: a hint, so that a
+    #: row received before the newest bucket names its bucket at once.
+    _live_starts: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
     def geometry(self) -> Geometry:
@@ -139,7 +148,21 @@ class Context:
         now = (int(at) if at != "" else time.time_ns() // 1_000_000) + 10**15
         start = now - now % span
         other = start + span if 2 * (now - start) >= span else start - span
-        return [self.keys.live_bucket(f"{start:016d}"), self.keys.live_bucket(f"{other:016d}")]
+        starts = [start, other]
+        known = self._live_starts
+        i = bisect.bisect_right(known, now)
+        if i and known[i - 1] not in starts:  # a bucket seen holding that instant
+            starts.append(known[i - 1])
+        return [self.keys.live_bucket(f"{n:016d}") for n in starts]
+
+    def learn_live(self, start: int) -> None:
+        """Notes the start of a live bucket the server named."""
+        known = self._live_starts
+        i = bisect.bisect_left(known, start)
+        if i == len(known) or known[i] != start:
+            known.insert(i, start)
+            if len(known) > _LIVE_STARTS:
+                del known[0]
 
     def remember_wait(self, run: str, effect: str, kind: str, pairs: Sequence[str]) -> None:
         """Notes a wait this store registered (its keys: namespace, value, ...)."""
@@ -212,6 +235,7 @@ class Context:
                 for item in (text(n) for n in reply[2:]):
                     if item[:1] == "L":
                         live.append(self.keys.live_bucket(item[1:]))
+                        self.learn_live(int(item[1:]))
                     elif item[:1] == "J":
                         self._live_span[0] = int(item[1:])
                     else:

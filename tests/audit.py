@@ -173,6 +173,9 @@ class Audit:
         assert all(re.fullmatch(rb"\d{16}", s) for s in starts), starts
         assert set(entries) == set(starts), "live bucket counts for buckets not indexed"
         assert set(left) <= set(starts), "a left list of a bucket not indexed"
+        stored = self.c.hget(self.p + "buckets", "live") or b"10 "
+        assert re.fullmatch(rb"\d{1,2} (\d{16})?", stored), stored
+        assert stored.split(b" ")[1] == (starts[-1] if starts else b""), "not the newest bucket"
         found = {k.rsplit(b":", 1)[1] for k in self.c.scan_iter(self.p + "event:live:*")}
         assert found - {b"index"} == set(starts), "live buckets not indexed, or indexed and missing"
         seen: set[bytes] = set()

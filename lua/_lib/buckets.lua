@@ -151,7 +151,11 @@ local KEY_GEOMETRY = {}
 local function key_geometry()
   local g = PER_CALL.key_geometry
   if not g then
-    local text = redis.call("HGET", K.geometry, "key") or "0 0"
+    -- The live buckets' field too, for the calls that place or take live rows
+    -- (events.lua, LIVE.geometry): one read for both.
+    local both = redis.call("HMGET", K.geometry, "key", "live")
+    local text = both[1] or "0 0"
+    PER_CALL.live_text = both[2]
     g = KEY_GEOMETRY
     if g.text ~= text then
       g = geometry_parse("key", text)

@@ -317,24 +317,47 @@ end
 -- rate: while the newest bucket holds LIVE.FULL entries or more, it shrinks
 -- to the span that would hold LIVE.FIT rows at the rate of the bucket's last
 -- 16, and it doubles when a bucket opens after one of fewer than LIVE.THIN.
-local LIVE = { TIDY = 16, FULL = 64, FIT = 64, THIN = 48, MAX_SPAN = 40 }
+local LIVE = { TIDY = 16, FULL = 64, FIT = 64, THIN = 48, MAX_SPAN = 40, ABSENT = "10 " }
 
--- The live buckets' span exponent (geometry field "live"; absent is 0).
-function LIVE.span()
-  local j = PER_CALL.live_span
-  if not j then
-    local text = redis.call("HGET", K.geometry, "live") or "0"
-    j = string.find(text, "^%d+$") and tonumber(text)
-    if not j or j > LIVE.MAX_SPAN then
-      corrupt("geometry", "live", "bad live span")
+-- The live buckets' span exponent and the newest bucket's start, false for
+-- none (geometry field "live": "<span> <newest start>", absent LIVE.ABSENT), read
+-- once a call.
+function LIVE.geometry()
+  if PER_CALL.live_span == nil then
+    key_geometry() -- reads the field "live" too
+    local text = PER_CALL.live_text or LIVE.ABSENT
+    local j, newest = string.match(text, "^(%d%d?) (%d*)$")
+    j = tonumber(j)
+    if not j or j > LIVE.MAX_SPAN or (newest ~= "" and #newest ~= INSTANT_WIDTH) then
+      corrupt("geometry", "live", "bad live span or newest bucket")
     end
-    PER_CALL.live_span = j
+    PER_CALL.live_span, PER_CALL.live_newest = j, newest ~= "" and newest
   end
-  return j
+end
+
+function LIVE.span()
+  LIVE.geometry()
+  return PER_CALL.live_span
+end
+
+function LIVE.newest()
+  LIVE.geometry()
+  return PER_CALL.live_newest
+end
+
+-- Stores the span exponent j and the newest start.
+function LIVE.store(j, newest)
+  PER_CALL.live_span, PER_CALL.live_newest = j, newest
+  redis.call("HSET", K.geometry, "live", j .. " " .. (newest or ""))
 end
 
 function LIVE.key(start)
-  return string.sub(K.geometry, 1, -8) .. "event:live:" .. start
+  local prefix = PER_CALL.live_prefix
+  if not prefix then
+    prefix = string.sub(K.geometry, 1, -8) .. "event:live:"
+    PER_CALL.live_prefix = prefix
+  end
+  return prefix .. start
 end
 
 -- Notes the bucket at start for NEED.
@@ -342,19 +365,6 @@ function LIVE.need(start)
   local need = PER_CALL.need or {}
   PER_CALL.need = need
   need[#need + 1] = "L" .. start
-end
-
--- The newest bucket's start, or false.
-function LIVE.newest()
-  local n = PER_CALL.live_newest
-  if n == nil then
-    n = redis.call("ZRANGE", K.live_index, "-1", "-1")[1] or false
-    if n and not string.find(n, "^%d+$") then
-      corrupt("index", n, "bad live bucket start")
-    end
-    PER_CALL.live_newest = n
-  end
-  return n
 end
 
 -- The start of the bucket holding rows received at r (16 digits), or nil.
@@ -472,8 +482,8 @@ function LIVE.count(start, n)
   if entries <= 0 then
     redis.call("HDEL", K.live, start)
     redis.call("ZREM", K.live_index, start)
-    if PER_CALL.live_newest == start then
-      PER_CALL.live_newest = nil
+    if LIVE.newest() == start then
+      LIVE.store(LIVE.span(), redis.call("ZRANGE", K.live_index, "-1", "-1")[1] or false)
     end
   end
   return entries
@@ -484,15 +494,11 @@ function LIVE.apply(slot, add)
   local start, bucket = slot.start, slot.key
   if add then
     if slot.open then
-      local before = LIVE.newest()
+      local before, j = LIVE.newest(), LIVE.span()
       redis.call("ZADD", K.live_index, "0", start)
       if not before or tonumber(before) < tonumber(start) then
-        PER_CALL.live_newest = start
         local thin = before and tonumber(redis.call("HGET", K.live, before) or "0") < LIVE.THIN
-        if thin and LIVE.span() < LIVE.MAX_SPAN then
-          PER_CALL.live_span = LIVE.span() + 1
-          redis.call("HSET", K.geometry, "live", PER_CALL.live_span)
-        end
+        LIVE.store(thin and j < LIVE.MAX_SPAN and j + 1 or j, start)
       end
     end
     if redis.call("ZADD", bucket, "0", slot.member) == 0 then
@@ -520,8 +526,7 @@ function LIVE.apply(slot, add)
           - tonumber(string.sub(first, 1, INSTANT_WIDTH)) + 1
         local fit = math.floor(math.log(elapsed * LIVE.FIT / 16) / math.log(2))
         if fit < LIVE.span() then
-          PER_CALL.live_span = math.max(fit, 0)
-          redis.call("HSET", K.geometry, "live", PER_CALL.live_span)
+          LIVE.store(math.max(fit, 0), start)
         end
       end
     end
