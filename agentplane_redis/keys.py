@@ -409,17 +409,17 @@ def locate_event(
 ) -> list[str]:
     """The redis-cli commands that read one event's row, its payload last, and,
     for a live event (``live``: its kind, received_at in ms and correlation keys),
-    its entry in its live bucket (the one opened at ``live_start``) and its
-    claim-search entry in the key bucket of each key (with the buckets of
-    ``key_geometry``), each of score 0."""
+    its entry in its live bucket (the one opened at ``live_start``), scored by
+    received_at less the bucket's start, and its claim-search entry in the key
+    bucket of each key (with the buckets of ``key_geometry``), of score 0."""
     eid = event_id(source, id)
     lines = [redis_cli("HGET", keys.key("events"), eid) + "   # its row, the payload last"]
     if live is not None:
         kind, received, pairs = live
         if live_start is not None:
             bucket = keys.live_bucket(live_start)
-            entry = instant_member(received) + eid
-            lines.append(redis_cli("ZSCORE", bucket, entry) + "   # its live entry: 0")
+            since = received + 10**15 - int(live_start)
+            lines.append(redis_cli("ZSCORE", bucket, eid) + f"   # its live entry: {since}")
         for ns, value in pairs:
             h = key_hash(kind, ns, value)
             member = b"%08x " % h + component(source) + instant_member(received) + component(id)

@@ -29,12 +29,10 @@ return guard(function()
     need_checked()
     for _, start in ipairs(starts) do
       local left, bucket = LIVE.left(start), LIVE.key(start)
-      for _, m in ipairs(redis.call("ZRANGE", bucket, 0, left.n)) do
-        if not LIVE.listed(left, m) then
-          if not string.find(string.sub(m, 1, INSTANT_WIDTH), "^%d+$") then
-            corrupt("index", m, "live index member without an instant")
-          end
-          return words("OK", decimal(tonumber(string.sub(m, 1, INSTANT_WIDTH)) - 1e15))
+      local first = redis.call("ZRANGE", bucket, 0, left.n, "WITHSCORES")
+      for i = 1, #first, 2 do
+        if not LIVE.listed(left, first[i]) then
+          return words("OK", decimal(tonumber(start) + tonumber(first[i + 1]) - 1e15))
         end
       end
     end

@@ -45,12 +45,13 @@ return guard(function()
   for m in string.gmatch(left.list, "([^\n]*)\n") do
     gone[m] = true
   end
-  local found = redis.call("ZRANGEBYLEX", key, "-", "(" .. instant_key(older_than + 1), "LIMIT", "0", batch + left.n)
-  local members, eids = {}, {}
-  for _, m in ipairs(found) do
-    if not gone[m] and #members < batch then
-      members[#members + 1] = m
-      eids[#eids + 1] = eid_after(m, 0)
+  -- Its eids scored by received_at less its start, up to the cutoff's.
+  local upto = string.format("%.0f", tonumber(instant_key(older_than)) - tonumber(start))
+  local found = redis.call("ZRANGEBYSCORE", key, "-inf", upto, "LIMIT", "0", batch + left.n)
+  local eids = {}
+  for _, eid in ipairs(found) do
+    if not gone[eid] and #eids < batch then
+      eids[#eids + 1] = eid
     end
   end
   -- Rows hold their payloads: read only as many as the step's budget takes.
@@ -65,7 +66,7 @@ return guard(function()
     end
     local f = raws[i] and event_parse(eid, raws[i])
     if not f or f[E_STATE] ~= "live" then
-      corrupt("index", members[i], "live index names a row that is not live")
+      corrupt("index", eid, "live index names a row that is not live")
     end
     rows[i] = f
     size = size + 2 * (#raws[i] + (#f - E_KEYS) / 2 * (#f[E_KIND] + #eid))
@@ -77,7 +78,7 @@ return guard(function()
     f[E_STATE], f[E_REASON] = "dead", reason
     written[#written + 1] = eids[i]
     written[#written + 1] = event_pack(f)
-    dead[i] = members[i]
+    dead[i] = f[E_RECEIVED] .. eids[i]
   end
   if #rows > 0 then
     live_apply(acc, false)

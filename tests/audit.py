@@ -180,18 +180,25 @@ class Audit:
         assert found - {b"index"} == set(starts), "live buckets not indexed, or indexed and missing"
         seen: set[bytes] = set()
         for i, start in enumerate(starts):
-            members = self.z("event:live:" + start.decode())
-            assert len(members) == entries[start], f"bucket {start!r}: wrong count"
-            end = starts[i + 1] if i + 1 < len(starts) else None
-            for m in members:
-                assert m[:16] >= start and (end is None or m[:16] < end), f"{m!r} out of its bucket"
+            scored = self.scored("event:live:" + start.decode())
+            assert len(scored) == entries[start], f"bucket {start!r}: wrong count"
+            end = int(starts[i + 1]) if i + 1 < len(starts) else None
+            members = {}
+            for eid, score in scored.items():
+                assert score >= 0 and score == int(score), f"{eid!r} scored {score}"
+                at = int(start) + int(score)
+                assert end is None or at < end, f"{eid!r} out of its bucket"
+                members[b"%016d" % at + eid] = eid
             gone = left.get(start, b"")
             assert gone == b"" or gone.endswith(b"\n"), gone
             listed = set(gone.split(b"\n")[:-1]) if gone else set()
             assert len(listed) == gone.count(b"\n"), "a left list names a row twice"
-            assert listed <= members, "a left list names a row not in its bucket"
-            assert not listed & live, "a left list names a live row"
-            seen |= members - listed
+            assert listed <= set(scored), "a left list names a row not in its bucket"
+            kept = {m for m, eid in members.items() if eid not in listed}
+            assert not {m for m, eid in members.items() if eid in listed} & live, (
+                "a left list names a live row"
+            )
+            seen |= kept
         assert seen == live, "the live buckets disagree with the live rows"
 
     def waits(self, key_geometry: Geometry, by_bucket: dict[bytes, set[bytes]]) -> None:

@@ -297,3 +297,27 @@ def test_events_received_out_of_order_join_the_bucket_of_their_instant(store, ra
     assert store.events.sweep_unclaimed(at(1000)) == 4
     assert store.events.oldest_live() == at(1001)
     Audit(raw, backend.tenant).run()
+
+
+def test_pages_of_live_events_go_on_past_events_of_one_instant_and_left_rows(
+    store, make, raw, backend
+):
+    """Live events received in one millisecond share their score in the bucket:
+    pages of the listing, oldest and newest first, go on from the cursor by id
+    among them, pass over rows that left, and list each live event once."""
+    ids = [f"e{i:02}" for i in range(30)]
+    for i, id_ in enumerate(ids):
+        assert store.events.buffer(ev(id_, f"k/{i}"), at=at(i // 10))  # ten an instant
+    other = make(backend.tenant)  # claims through the left lists
+    for i in (3, 11, 12, 25):
+        assert other.events.claim_for(sub(f"r{i}", "w", f"k/{i}"), at=at(10**8)) is not None
+    want = [id_ for i, id_ in enumerate(ids) if i not in (3, 11, 12, 25)]
+    for newest in (False, True):
+        got, cursor = [], None
+        while True:
+            page, cursor = store.events.live_page(4, cursor, newest=newest)
+            got += [e.event.id for e in page]
+            if cursor is None:
+                break
+        assert got == (want[::-1] if newest else want)
+    Audit(raw, backend.tenant).run()

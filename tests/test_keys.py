@@ -521,7 +521,7 @@ out[6] = event_pack(g)
 -- Its live bucket, the last key, opened at its received_at.
 f = event_fields("s i ", ARGV[3])
 redis.call("ZADD", K.live_index, "0", f[E_RECEIVED])
-redis.call("ZADD", KEYS[#KEYS], "0", f[E_RECEIVED] .. "s i ")
+redis.call("ZADD", KEYS[#KEYS], "0", "s i ")
 redis.call("HSET", K.live, f[E_RECEIVED], 1, "", 1)
 out[7] = hold("s i ", f, ARGV[4], ARGV[5], enc_pair(ARGV[4], ARGV[5]), tonumber(ARGV[6]))
 out[8] = redis.call("HGET", K.events, "s i ")

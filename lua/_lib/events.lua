@@ -303,13 +303,13 @@ local function event_has_key(f, nv_set)
 end
 
 -- Live buckets (docs/keys.md, "Live buckets"): the live order, oldest first,
--- in small sorted sets of instant(received_at) . eid, each holding the rows
--- received from its start (16 digits, the bucket's name) until the next
--- bucket's start; K.live_index lists the starts. A bucket opens when a row
+-- in small sorted sets of eids, each scored by received_at less the bucket's
+-- start (ms), each holding the rows received from its start (16 digits, the
+-- bucket's name) until the next bucket's start; K.live_index lists the starts. A bucket opens when a row
 -- arrives past the newest bucket's span (2^span ms, aligned), so the store
 -- names the bucket of its clock's instant and the bucket before or after it.
 -- A row that leaves from a bucket the call did not name is listed in the
--- bucket's left list (K.live field "g" .. start, members each ended by "\n")
+-- bucket's left list (K.live field "g" .. start, eids each ended by "\n")
 -- and stays in the bucket until a call that names the bucket drops the list's
 -- members from it: such a call is asked for (NEED) once the list holds
 -- LIVE.TIDY members or every entry of the bucket. K.live counts each bucket's
@@ -397,8 +397,8 @@ function LIVE.place(r)
         end
         return s, false
       end
-      local last = redis.call("ZRANGE", bucket, "-1", "-1")[1]
-      if not last or tonumber(string.sub(last, 1, INSTANT_WIDTH)) < tonumber(c) then
+      local last = redis.call("ZRANGE", bucket, "-1", "-1", "WITHSCORES")[2]
+      if not last or tonumber(s) + tonumber(last) < tonumber(c) then
         start, open = c, true
       end
     end
@@ -424,17 +424,19 @@ function LIVE.left(start)
 end
 
 -- The live slot of a row received at r with eid: {key (false: not named),
--- start, member, open} for a row that joins (add), or one that leaves.
+-- start, member (the eid), score, open} for a row that joins (add), or one
+-- that leaves.
 function LIVE.slot(r, eid, add)
-  local slot = { member = r .. eid }
+  local slot = { member = eid }
   if add then
     slot.start, slot.open = LIVE.place(r)
   else
     slot.start = LIVE.holding(r)
     if not slot.start then
-      corrupt("index", slot.member, "no live bucket holds a live row")
+      corrupt("index", r .. eid, "no live bucket holds a live row")
     end
   end
+  slot.score = string.format("%.0f", tonumber(r) - tonumber(slot.start))
   local key = LIVE.key(slot.start)
   if named(key) then
     slot.key = key
@@ -501,7 +503,7 @@ function LIVE.apply(slot, add)
         LIVE.store(thin and j < LIVE.MAX_SPAN and j + 1 or j, start)
       end
     end
-    if redis.call("ZADD", bucket, "0", slot.member) == 0 then
+    if redis.call("ZADD", bucket, slot.score, slot.member) == 0 then
       -- It left and comes back (a release, a revival) before its bucket was
       -- tidied: off the left list, the entry stays.
       local b = LIVE.left(start)
@@ -521,9 +523,8 @@ function LIVE.apply(slot, add)
       if entries >= LIVE.FULL and entries % 16 == 0 and start == LIVE.newest() then
         -- A full bucket: the span that would hold LIVE.FIT rows at the rate of
         -- its last 16, taken when shorter.
-        local first = redis.call("ZRANGE", bucket, -16, -16)[1]
-        local elapsed = tonumber(string.sub(slot.member, 1, INSTANT_WIDTH))
-          - tonumber(string.sub(first, 1, INSTANT_WIDTH)) + 1
+        local first = redis.call("ZRANGE", bucket, -16, -16, "WITHSCORES")[2]
+        local elapsed = tonumber(slot.score) - tonumber(first) + 1
         local fit = math.floor(math.log(elapsed * LIVE.FIT / 16) / math.log(2))
         if fit < LIVE.span() then
           LIVE.store(math.max(fit, 0), start)
