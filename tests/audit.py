@@ -173,16 +173,17 @@ class Audit:
         assert all(re.fullmatch(rb"\d{16}", s) for s in starts), starts
         assert set(entries) == set(starts), "live bucket counts for buckets not indexed"
         assert set(left) <= set(starts), "a left list of a bucket not indexed"
-        stored = self.c.hget(self.p + "buckets", "live") or b"10 "
-        assert re.fullmatch(rb"\d{1,2} (\d{16})?", stored), stored
-        assert stored.split(b" ")[1] == (starts[-1] if starts else b""), "not the newest bucket"
+        stored = self.c.hget(self.p + "buckets", "live") or b"10"
+        assert re.fullmatch(rb"\d{1,2}( \d{16} \d{16})?", stored), stored
+        newest = stored.split(b" ")[1:]
+        assert (newest[0] if newest else None) == (starts[-1] if starts else None), "not the newest"
         found = {k.rsplit(b":", 1)[1] for k in self.c.scan_iter(self.p + "event:live:*")}
         assert found - {b"index"} == set(starts), "live buckets not indexed, or indexed and missing"
         seen: set[bytes] = set()
         for i, start in enumerate(starts):
             scored = self.scored("event:live:" + start.decode())
             assert len(scored) == entries[start], f"bucket {start!r}: wrong count"
-            end = int(starts[i + 1]) if i + 1 < len(starts) else None
+            end = int(starts[i + 1]) if i + 1 < len(starts) else int(newest[1])
             members = {}
             for eid, score in scored.items():
                 assert score >= 0 and score == int(score), f"{eid!r} scored {score}"

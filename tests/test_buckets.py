@@ -182,9 +182,10 @@ def live_buckets(raw, store) -> dict[bytes, int]:
 
 
 def set_span(raw, store, j: int) -> None:
-    """Sets the live buckets' span exponent (geometry field "live": span, newest start)."""
-    stored = raw.hget(store.keys.key("geometry"), "live") or b"10 "
-    raw.hset(store.keys.key("geometry"), "live", b"%d " % j + stored.split(b" ")[1])
+    """Sets the live buckets' span exponent (geometry field "live": the span, then
+    the newest bucket's start and end if any)."""
+    stored = raw.hget(store.keys.key("geometry"), "live") or b"10"
+    raw.hset(store.keys.key("geometry"), "live", b" ".join([b"%d" % j, *stored.split(b" ")[1:]]))
 
 
 def left(raw, store, start: bytes) -> int:

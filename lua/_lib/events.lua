@@ -305,9 +305,10 @@ end
 -- Live buckets (docs/keys.md, "Live buckets"): the live order, oldest first,
 -- in small sorted sets of eids, each scored by received_at less the bucket's
 -- start (ms), each holding the rows received from its start (16 digits, the
--- bucket's name) until the next bucket's start; K.live_index lists the starts. A bucket opens when a row
--- arrives past the newest bucket's span (2^span ms, aligned), so the store
--- names the bucket of its clock's instant and the bucket before or after it.
+-- bucket's name) until the next bucket's start; K.live_index lists the
+-- starts. A bucket opens when a row arrives past the newest bucket's end, at
+-- the row's instant rounded down to the span (2^span ms), so the store names
+-- the bucket of its clock's instant and the bucket before or after it.
 -- A row that leaves from a bucket the call did not name is listed in the
 -- bucket's left list (K.live field "g" .. start, eids each ended by "\n")
 -- and stays in the bucket until a call that names the bucket drops the list's
@@ -317,21 +318,25 @@ end
 -- rate: while the newest bucket holds LIVE.FULL entries or more, it shrinks
 -- to the span that would hold LIVE.FIT rows at the rate of the bucket's last
 -- 16, and it doubles when a bucket opens after one of fewer than LIVE.THIN.
-local LIVE = { TIDY = 16, FULL = 64, FIT = 64, THIN = 48, MAX_SPAN = 40, ABSENT = "10 " }
+local LIVE = { TIDY = 16, FULL = 64, FIT = 64, THIN = 48, MAX_SPAN = 40, ABSENT = "10" }
 
--- The live buckets' span exponent and the newest bucket's start, false for
--- none (geometry field "live": "<span> <newest start>", absent LIVE.ABSENT), read
--- once a call.
+-- The live buckets' span exponent, the newest bucket's start (false for
+-- none) and its end, the instant from which a row opens a new bucket: the
+-- geometry field "live", "<span> <newest start> <end>" or "<span>" while
+-- there is no bucket (absent: LIVE.ABSENT), read once a call.
 function LIVE.geometry()
   if PER_CALL.live_span == nil then
     key_geometry() -- reads the field "live" too
     local text = PER_CALL.live_text or LIVE.ABSENT
-    local j, newest = string.match(text, "^(%d%d?) (%d*)$")
-    j = tonumber(j)
-    if not j or j > LIVE.MAX_SPAN or (newest ~= "" and #newest ~= INSTANT_WIDTH) then
-      corrupt("geometry", "live", "bad live span or newest bucket")
+    local j, newest, ends = string.match(text, "^(%d%d?) (%d+) (%d+)$")
+    if not j then
+      j = string.match(text, "^%d%d?$")
     end
-    PER_CALL.live_span, PER_CALL.live_newest = j, newest ~= "" and newest
+    j = tonumber(j)
+    if not j or j > LIVE.MAX_SPAN or (newest and (#newest ~= INSTANT_WIDTH or #ends ~= INSTANT_WIDTH)) then
+      corrupt("geometry", "live", "bad live span, newest bucket or end")
+    end
+    PER_CALL.live_span, PER_CALL.live_newest, PER_CALL.live_end = j, newest or false, ends
   end
 end
 
@@ -345,10 +350,10 @@ function LIVE.newest()
   return PER_CALL.live_newest
 end
 
--- Stores the span exponent j and the newest start.
-function LIVE.store(j, newest)
-  PER_CALL.live_span, PER_CALL.live_newest = j, newest
-  redis.call("HSET", K.geometry, "live", j .. " " .. (newest or ""))
+-- Stores the span exponent j, the newest start and its end (16 digits each).
+function LIVE.store(j, newest, ends)
+  PER_CALL.live_span, PER_CALL.live_newest, PER_CALL.live_end = j, newest, ends
+  redis.call("HSET", K.geometry, "live", newest and (j .. " " .. newest .. " " .. ends) or (j .. ""))
 end
 
 function LIVE.key(start)
@@ -377,30 +382,25 @@ function LIVE.holding(r)
 end
 
 -- Where a row received at r joins the live order: the bucket's start, and
--- whether it opens. A bucket not named is noted for NEED.
+-- whether it opens. Past the newest bucket's end, a bucket opens at r rounded
+-- down to the span (2^span ms), which the store can name beforehand; before
+-- every bucket, one opens the same way. A bucket not named is noted for NEED.
 function LIVE.place(r)
-  local s, newest = LIVE.holding(r), LIVE.newest()
-  local start, open = s, false
-  if not s or s == newest then
-    local rn, span = tonumber(r), 2 ^ LIVE.span()
-    local c = string.format("%016.0f", rn - rn % span)
-    if not s then
-      start, open = c, true -- before every bucket: c <= r < the oldest start
-    elseif tonumber(c) > tonumber(s) then
-      -- Past the newest bucket's span: a new bucket, unless the newest holds
-      -- rows from c on (received past its span, or a span since halved).
-      local bucket = LIVE.key(s)
-      if not named(bucket) then
-        LIVE.need(s)
-        if not named(LIVE.key(c)) then
-          LIVE.need(c)
-        end
-        return s, false
-      end
-      local last = redis.call("ZRANGE", bucket, "-1", "-1", "WITHSCORES")[2]
-      if not last or tonumber(s) + tonumber(last) < tonumber(c) then
-        start, open = c, true
-      end
+  local rn, newest = tonumber(r), LIVE.newest()
+  local start, open = nil, false
+  if newest and rn >= tonumber(newest) then
+    local ends = tonumber(PER_CALL.live_end)
+    if rn < ends then
+      start = newest
+    else
+      local span = 2 ^ LIVE.span()
+      start, open = string.format("%016.0f", math.max(rn - rn % span, ends)), true
+    end
+  else
+    start = newest and redis.call("ZREVRANGEBYLEX", K.live_index, "[" .. r, "-", "LIMIT", "0", "1")[1]
+    if not start then -- before every bucket: from r rounded down, to the oldest
+      local span = 2 ^ LIVE.span()
+      start, open = string.format("%016.0f", rn - rn % span), true
     end
   end
   if not named(LIVE.key(start)) then
@@ -485,7 +485,9 @@ function LIVE.count(start, n)
     redis.call("HDEL", K.live, start)
     redis.call("ZREM", K.live_index, start)
     if LIVE.newest() == start then
-      LIVE.store(LIVE.span(), redis.call("ZRANGE", K.live_index, "-1", "-1")[1] or false)
+      -- The bucket before holds rows received before this one's start.
+      local before = redis.call("ZRANGE", K.live_index, "-1", "-1")[1]
+      LIVE.store(LIVE.span(), before or false, start)
     end
   end
   return entries
@@ -499,8 +501,13 @@ function LIVE.apply(slot, add)
       local before, j = LIVE.newest(), LIVE.span()
       redis.call("ZADD", K.live_index, "0", start)
       if not before or tonumber(before) < tonumber(start) then
-        local thin = before and tonumber(redis.call("HGET", K.live, before) or "0") < LIVE.THIN
-        LIVE.store(thin and j < LIVE.MAX_SPAN and j + 1 or j, start)
+        if before and j < LIVE.MAX_SPAN and tonumber(redis.call("HGET", K.live, before) or "0") < LIVE.THIN then
+          j = j + 1
+        end
+        -- Its end: the next start of its span, a multiple of every span after
+        -- it until the next bucket opens (a span only shrinks meanwhile).
+        local sn, span = tonumber(start), 2 ^ j
+        LIVE.store(j, start, string.format("%016.0f", sn - sn % span + span))
       end
     end
     if redis.call("ZADD", bucket, slot.score, slot.member) == 0 then
@@ -527,7 +534,12 @@ function LIVE.apply(slot, add)
         local elapsed = tonumber(slot.score) - tonumber(first) + 1
         local fit = math.floor(math.log(elapsed * LIVE.FIT / 16) / math.log(2))
         if fit < LIVE.span() then
-          LIVE.store(math.max(fit, 0), start)
+          -- The bucket ends at the next start of the shorter span after its
+          -- last row, so that the rows to come open buckets of that span.
+          fit = math.max(fit, 0)
+          local last = tonumber(start) + tonumber(redis.call("ZRANGE", bucket, -1, -1, "WITHSCORES")[2])
+          local ends = math.min(last - last % 2 ^ fit + 2 ^ fit, tonumber(PER_CALL.live_end))
+          LIVE.store(fit, start, string.format("%016.0f", ends))
         end
       end
     end
