@@ -22,16 +22,16 @@ return guard(function()
       return words("OK")
     end
     for _, start in ipairs(starts) do
-      if not named(LIVE.key(start)) then
-        LIVE.need(start)
+      if not named(LIVE:key(start)) then
+        LIVE:need(start)
       end
     end
     need_checked()
     for _, start in ipairs(starts) do
-      local left, bucket = LIVE.left(start), LIVE.key(start)
+      local left, bucket = LIVE:left(start), LIVE:key(start)
       local first = redis.call("ZRANGE", bucket, 0, left.n, "WITHSCORES")
       for i = 1, #first, 2 do
-        if not LIVE.listed(left, first[i]) then
+        if not TIME.listed(left, first[i]) then
           return words("OK", decimal(tonumber(start) + tonumber(first[i + 1]) - 1e15))
         end
       end

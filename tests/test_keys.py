@@ -631,6 +631,7 @@ return {{ table.concat(out, "", 1, serialize(v, out, 0)), v }}
 DIRECT_TEXTS = (
     CODEC
     + expand(lua_root(), "_lib/core.lua")
+    + expand(lua_root(), "_lib/buckets.lua")
     + expand(lua_root(), "_lib/events.lua")
     + expand(lua_root(), "_lib/waits.lua")
     + expand(lua_root(), "_lib/matching.lua")

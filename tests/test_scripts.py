@@ -147,9 +147,14 @@ def test_every_key_a_script_touches_comes_from_keys(name):
                 continue
             # A helper receives its key as a parameter named "key", holding a K.<role>;
             # a key bucket is one of the call's keys after its roles, named "bucket"
-            # (buckets.lua, key_bucket).
-            assert re.fullmatch(r"K\.[a-z_]+|key|bucket", key.strip()), (name, line)
+            # (buckets.lua, key_bucket); a time bucket family names the roles of
+            # its counts and its index (buckets.lua, TIME.family).
+            assert re.fullmatch(
+                r"K\.[a-z_]+|key|bucket|counts|index|K\[self\.(counts|index)\]", key.strip()
+            ), (name, line)
     used = set(re.findall(r"\bK\.([a-z_]+)", script.source)) - {"roles"}  # their count
+    for family in re.findall(r'TIME\.family\("([a-z_]+)", "([a-z_]+)"', script.source):
+        used |= set(family)
     for role in used - set(script.roles):
         # A helper for another script may name a role this one never passes; it
         # must then be unreachable here, which the behaviour battery exercises.

@@ -151,11 +151,10 @@ local KEY_GEOMETRY = {}
 local function key_geometry()
   local g = PER_CALL.key_geometry
   if not g then
-    -- The live buckets' field too, for the calls that place or take live rows
-    -- (events.lua, LIVE.geometry): one read for both.
-    local both = redis.call("HMGET", K.geometry, "key", "live")
-    local text = both[1] or "0 0"
-    PER_CALL.live_text = both[2]
+    -- The time buckets' fields too (TIME:state, below): one read for all.
+    local fields = redis.call("HMGET", K.geometry, "key", "live", "order")
+    local text = fields[1] or "0 0"
+    PER_CALL.time_text = { live = fields[2], order = fields[3] }
     g = KEY_GEOMETRY
     if g.text ~= text then
       g = geometry_parse("key", text)
@@ -209,8 +208,8 @@ end
 local function need_checked()
   local need = PER_CALL.need
   if need then
-    if PER_CALL.live_span then
-      need[#need + 1] = "J" .. PER_CALL.live_span -- the live buckets' span (events.lua)
+    for _, family in ipairs(PER_CALL.spans or {}) do
+      need[#need + 1] = family:span_item() -- a time bucket family's span (below)
     end
     error({ agentplane_need = need, geometry = key_geometry().text }, 0)
   end
@@ -244,4 +243,366 @@ local function key_grow(bucket)
   if grow(g.text, "key", redis.call("ZCARD", bucket) * (g.span + g.split), from, to) then
     PER_CALL.key_geometry = nil
   end
+end
+
+-- Time buckets (docs/keys.md, "Time buckets"): an order by time, oldest first
+-- (the live order, the waits' registration order), in small sorted sets of
+-- members each scored by its instant less the bucket's start (ms), each
+-- holding the members of instants from its start (16 digits, the bucket's
+-- name) until the next bucket's start; the family's index lists the starts.
+-- A bucket opens when a member arrives past the newest bucket's end, at its
+-- instant rounded down to the span (2^span ms), so the store names the
+-- bucket of its clock's instant and the bucket before or after it. A member
+-- that leaves from a bucket the call did not name is listed in the bucket's
+-- left list (the counts hash's field "g" .. start, members each ended by
+-- "\n") and stays in the bucket until a call that names the bucket drops the
+-- list's members from it: such a call is asked for (NEED) once the list holds
+-- TIME.TIDY members or every entry of the bucket. The counts hash counts each
+-- bucket's entries (field start), and, for a counted family, the members
+-- (field ""). The span follows the rate: while the newest bucket holds
+-- TIME.FULL entries or more, it shrinks to the span that would hold TIME.FIT
+-- at the rate of the bucket's last 16, and it doubles when a bucket opens
+-- after one of fewer than TIME.THIN.
+local TIME = { TIDY = 16, FULL = 64, FIT = 64, THIN = 48, MAX_SPAN = 40, ABSENT = "10", PAGE_BUCKETS = 4 }
+
+-- A family: the roles of its counts hash and its index, its geometry field,
+-- its buckets' key suffix, the letters of its NEED items (a bucket, the
+-- span), and whether its counts hash counts its members.
+-- (Its methods are TIME's, copied: a function library has no metatables.)
+function TIME.family(counts, index, field, suffix, letter, span_letter, counted)
+  local family = {
+    counts = counts,
+    index = index,
+    field = field,
+    suffix = suffix,
+    letter = letter,
+    span_letter = span_letter,
+    counted = counted,
+  }
+  local methods = { "state", "span_item", "store", "key", "need", "holding", "place", "left" }
+  methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "slot", "tidy", "count"
+  methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "fit", "apply", "page"
+  for i = 1, #methods do -- (a library's load has no ipairs)
+    family[methods[i]] = TIME[methods[i]]
+  end
+  return family
+end
+
+-- The family's state in this call: its span exponent, the newest bucket's
+-- start (false for none) and its end, the instant from which a member opens
+-- a new bucket (the geometry field: "<span> <newest start> <end>", or
+-- "<span>" while there is no bucket; absent TIME.ABSENT), read once a call;
+-- and the left lists read.
+function TIME:state()
+  local st = PER_CALL[self]
+  if not st then
+    key_geometry() -- reads the families' fields too
+    local text = PER_CALL.time_text[self.field] or TIME.ABSENT
+    local j, newest, ends = string.match(text, "^(%d%d?) (%d+) (%d+)$")
+    if not j then
+      j = string.match(text, "^%d%d?$")
+    end
+    j = tonumber(j)
+    if not j or j > TIME.MAX_SPAN or (newest and (#newest ~= INSTANT_WIDTH or #ends ~= INSTANT_WIDTH)) then
+      corrupt("geometry", self.field, "bad span, newest bucket or end")
+    end
+    st = {
+      span = j,
+      newest = newest or false,
+      ends = ends,
+      left = {},
+      prefix = string.sub(K.geometry, 1, -8) .. self.suffix,
+    }
+    PER_CALL[self] = st
+    local spans = PER_CALL.spans or {}
+    PER_CALL.spans = spans
+    spans[#spans + 1] = self -- need_checked names its span
+  end
+  return st
+end
+
+-- Its NEED item for the span.
+function TIME:span_item()
+  return self.span_letter .. self:state().span
+end
+
+-- Stores the span exponent j, the newest start and its end (16 digits each).
+function TIME:store(j, newest, ends)
+  local st = self:state()
+  st.span, st.newest, st.ends = j, newest, ends
+  redis.call("HSET", K.geometry, self.field, newest and (j .. " " .. newest .. " " .. ends) or (j .. ""))
+end
+
+function TIME:key(start)
+  return self:state().prefix .. start
+end
+
+-- Notes the bucket at start for NEED.
+function TIME:need(start)
+  local need = PER_CALL.need or {}
+  PER_CALL.need = need
+  need[#need + 1] = self.letter .. start
+end
+
+-- The start of the bucket holding members of instant r (16 digits), or nil.
+function TIME:holding(r)
+  local newest = self:state().newest
+  if newest and tonumber(newest) <= tonumber(r) then
+    return newest
+  end
+  return redis.call("ZREVRANGEBYLEX", K[self.index], "[" .. r, "-", "LIMIT", "0", "1")[1]
+end
+
+-- Where a member of instant r joins: the bucket's start, and whether it
+-- opens. Past the newest bucket's end, a bucket opens at r rounded down to
+-- the span, which the store can name beforehand; before every bucket, one
+-- opens the same way. A bucket not named is noted for NEED.
+function TIME:place(r)
+  local st = self:state()
+  local rn, newest = tonumber(r), st.newest
+  local start, open = nil, false
+  if newest and rn >= tonumber(newest) then
+    local ends = tonumber(st.ends)
+    if rn < ends then
+      start = newest
+    else
+      local span = 2 ^ st.span
+      start, open = string.format("%016.0f", math.max(rn - rn % span, ends)), true
+    end
+  else
+    start = newest and redis.call("ZREVRANGEBYLEX", K[self.index], "[" .. r, "-", "LIMIT", "0", "1")[1]
+    if not start then -- before every bucket: from r rounded down, to the oldest
+      local span = 2 ^ st.span
+      start, open = string.format("%016.0f", rn - rn % span), true
+    end
+  end
+  if not named(self:key(start)) then
+    self:need(start)
+  end
+  return start, open
+end
+
+-- The left list of the bucket at start as this call keeps it: {entries, list, n}.
+function TIME:left(start)
+  local all = self:state().left
+  local b = all[start]
+  if not b then
+    local counts = K[self.counts]
+    local list = redis.call("HGET", counts, "g" .. start) or ""
+    local _, n = string.gsub(list, "\n", "")
+    b = { entries = tonumber(redis.call("HGET", counts, start) or "0"), list = list, n = n }
+    all[start] = b
+  end
+  return b
+end
+
+-- The slot of a member of instant r: {key (false: not named), start,
+-- member, score, open} for one that joins (add), or one that leaves.
+function TIME:slot(r, member, add)
+  local slot = { member = member }
+  if add then
+    slot.start, slot.open = self:place(r)
+  else
+    slot.start = self:holding(r)
+    if not slot.start then
+      corrupt("index", r .. member, "no bucket of " .. self.field .. " holds it")
+    end
+  end
+  slot.score = string.format("%.0f", tonumber(r) - tonumber(slot.start))
+  local key = self:key(slot.start)
+  if named(key) then
+    slot.key = key
+  elseif not add then
+    -- It leaves by the left list: due for dropping at TIME.TIDY, or at every entry.
+    local b = self:left(slot.start)
+    b.pending = (b.pending or 0) + 1
+    if b.n + b.pending >= TIME.TIDY or b.n + b.pending >= b.entries then
+      self:need(slot.start)
+    end
+  end
+  return slot
+end
+
+-- Where the left list b holds member m (its position), or nil.
+function TIME.listed(b, m)
+  return string.find("\n" .. b.list, "\n" .. m .. "\n", 1, true)
+end
+
+-- Drops the left list's members from the named bucket at start; returns how many.
+function TIME:tidy(key, start)
+  local b = self:left(start)
+  if b.n == 0 then
+    return 0
+  end
+  local gone, i = {}, 0
+  for m in string.gmatch(b.list, "([^\n]*)\n") do
+    i = i + 1
+    gone[i] = m
+  end
+  zrem_all(key, gone)
+  redis.call("HDEL", K[self.counts], "g" .. start)
+  b.list, b.n, b.entries = "", 0, b.entries - i
+  return i
+end
+
+-- Counts n entries more (or fewer) in the bucket at start; a bucket of none
+-- leaves the index.
+function TIME:count(start, n)
+  local counts, st = K[self.counts], self:state()
+  local entries = redis.call("HINCRBY", counts, start, n)
+  if st.left[start] then
+    st.left[start].entries = entries
+  end
+  if entries <= 0 then
+    redis.call("HDEL", counts, start)
+    redis.call("ZREM", K[self.index], start)
+    if st.newest == start then
+      -- The bucket before holds members of instants before this one's start.
+      local before = redis.call("ZRANGE", K[self.index], "-1", "-1")[1]
+      self:store(st.span, before or false, start)
+    end
+  end
+  return entries
+end
+
+-- The span that would hold TIME.FIT members at the rate of the newest
+-- bucket's last 16 (bucket, at start), taken when shorter: the bucket then
+-- ends at the next start of that span after its last member, so that the
+-- members to come open buckets of that span.
+function TIME:fit(bucket, start, score)
+  local st = self:state()
+  local first = redis.call("ZRANGE", bucket, -16, -16, "WITHSCORES")[2]
+  local elapsed = tonumber(score) - tonumber(first) + 1
+  local fit = math.floor(math.log(elapsed * TIME.FIT / 16) / math.log(2))
+  if fit < st.span then
+    fit = math.max(fit, 0)
+    local last = tonumber(start) + tonumber(redis.call("ZRANGE", bucket, -1, -1, "WITHSCORES")[2])
+    local ends = math.min(last - last % 2 ^ fit + 2 ^ fit, tonumber(st.ends))
+    self:store(fit, start, string.format("%016.0f", ends))
+  end
+end
+
+-- Adds or removes a slot (after need_checked).
+function TIME:apply(slot, add)
+  local start, bucket, counts, st = slot.start, slot.key, K[self.counts], self:state()
+  if add then
+    if slot.open then
+      local before, j = st.newest, st.span
+      redis.call("ZADD", K[self.index], "0", start)
+      if not before or tonumber(before) < tonumber(start) then
+        if before and j < TIME.MAX_SPAN and tonumber(redis.call("HGET", counts, before) or "0") < TIME.THIN then
+          j = j + 1
+        end
+        -- Its end: the next start of its span, a multiple of every span after
+        -- it until the next bucket opens (a span only shrinks meanwhile).
+        local sn, span = tonumber(start), 2 ^ j
+        self:store(j, start, string.format("%016.0f", sn - sn % span + span))
+      end
+    end
+    if redis.call("ZADD", bucket, slot.score, slot.member) == 0 then
+      -- It left and comes back (a release, a revival) before its bucket was
+      -- tidied: off the left list, the entry stays.
+      local b = self:left(start)
+      local at = TIME.listed(b, slot.member)
+      if not at then
+        corrupt("index", slot.member, "a bucket of " .. self.field .. " holds it twice")
+      end
+      b.list = string.sub(b.list, 1, at - 1) .. string.sub(b.list, at + #slot.member + 1)
+      b.n = b.n - 1
+      if b.n == 0 then
+        redis.call("HDEL", counts, "g" .. start)
+      else
+        redis.call("HSET", counts, "g" .. start, b.list)
+      end
+    else
+      local entries = self:count(start, 1)
+      if entries >= TIME.FULL and entries % 16 == 0 and start == st.newest then
+        self:fit(bucket, start, slot.score)
+      end
+    end
+    if self.counted then
+      redis.call("HINCRBY", counts, "", 1)
+    end
+    return
+  end
+  if bucket then
+    self:count(start, -(self:tidy(bucket, start) + redis.call("ZREM", bucket, slot.member)))
+  else
+    local b = self:left(start)
+    b.list, b.n = b.list .. slot.member .. "\n", b.n + 1
+    redis.call("HSET", counts, "g" .. start, b.list)
+  end
+  if self.counted then
+    redis.call("HINCRBY", counts, "", -1)
+  end
+end
+
+-- Whether a sorts before b byte by byte (Lua's < on strings follows the locale).
+function TIME.before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
+-- One step of a listing, at most TIME.PAGE_BUCKETS buckets: up to room
+-- members as instant . member, oldest first (newest: newest first), after
+-- the cursor (one of those, "" to start), passing over those that left;
+-- and, when its buckets ran out before its room, the cursor to go on from.
+-- The buckets it reads and did not name are answered NEED.
+function TIME:page(room, after, newest)
+  local index = K[self.index]
+  local after_at, after_m = string.sub(after, 1, INSTANT_WIDTH), string.sub(after, INSTANT_WIDTH + 1)
+  local starts
+  if newest then
+    local from = after == "" and "+" or "[" .. after_at
+    starts = redis.call("ZREVRANGEBYLEX", index, from, "-", "LIMIT", "0", TIME.PAGE_BUCKETS)
+  else
+    local holding = after ~= "" and self:holding(after_at)
+    starts = redis.call("ZRANGEBYLEX", index, holding and "[" .. holding or "-", "+", "LIMIT", "0", TIME.PAGE_BUCKETS)
+  end
+  for _, start in ipairs(starts) do
+    if not named(self:key(start)) then
+      self:need(start)
+    end
+  end
+  need_checked()
+  local members, seen = {}, nil
+  for _, start in ipairs(starts) do
+    local left, bucket = self:left(start), self:key(start)
+    -- From the cursor's score on, those of its instant up to it passed over.
+    local from, ties = nil, 0
+    if after ~= "" then
+      from = string.format("%.0f", tonumber(after_at) - tonumber(start))
+      ties = redis.call("ZCOUNT", bucket, from, from)
+    end
+    local limit, got = room + left.n + ties, nil
+    if newest then
+      got = redis.call("ZREVRANGEBYSCORE", bucket, from or "+inf", "-inf", "WITHSCORES", "LIMIT", "0", limit)
+    else
+      got = redis.call("ZRANGEBYSCORE", bucket, from or "-inf", "+inf", "WITHSCORES", "LIMIT", "0", limit)
+    end
+    for i = 1, #got, 2 do
+      if #members == room then
+        break
+      end
+      local m, score = got[i], got[i + 1]
+      if score ~= from or (m ~= after_m and TIME.before(m, after_m) == newest) then
+        seen = instant_key(tonumber(start) + tonumber(score) - 1e15) .. m
+        if not TIME.listed(left, m) then
+          members[#members + 1] = seen
+        end
+      end
+    end
+    if #members == room then
+      break
+    end
+  end
+  if #members < room and #starts == TIME.PAGE_BUCKETS and seen then
+    return members, seen
+  end
+  return members, nil
 end

@@ -302,260 +302,9 @@ local function event_has_key(f, nv_set)
   return false
 end
 
--- Live buckets (docs/keys.md, "Live buckets"): the live order, oldest first,
--- in small sorted sets of eids, each scored by received_at less the bucket's
--- start (ms), each holding the rows received from its start (16 digits, the
--- bucket's name) until the next bucket's start; K.live_index lists the
--- starts. A bucket opens when a row arrives past the newest bucket's end, at
--- the row's instant rounded down to the span (2^span ms), so the store names
--- the bucket of its clock's instant and the bucket before or after it.
--- A row that leaves from a bucket the call did not name is listed in the
--- bucket's left list (K.live field "g" .. start, eids each ended by "\n")
--- and stays in the bucket until a call that names the bucket drops the list's
--- members from it: such a call is asked for (NEED) once the list holds
--- LIVE.TIDY members or every entry of the bucket. K.live counts each bucket's
--- entries (field start) and the live rows (field ""). The span follows the
--- rate: while the newest bucket holds LIVE.FULL entries or more, it shrinks
--- to the span that would hold LIVE.FIT rows at the rate of the bucket's last
--- 16, and it doubles when a bucket opens after one of fewer than LIVE.THIN.
-local LIVE = { TIDY = 16, FULL = 64, FIT = 64, THIN = 48, MAX_SPAN = 40, ABSENT = "10" }
-
--- The live buckets' span exponent, the newest bucket's start (false for
--- none) and its end, the instant from which a row opens a new bucket: the
--- geometry field "live", "<span> <newest start> <end>" or "<span>" while
--- there is no bucket (absent: LIVE.ABSENT), read once a call.
-function LIVE.geometry()
-  if PER_CALL.live_span == nil then
-    key_geometry() -- reads the field "live" too
-    local text = PER_CALL.live_text or LIVE.ABSENT
-    local j, newest, ends = string.match(text, "^(%d%d?) (%d+) (%d+)$")
-    if not j then
-      j = string.match(text, "^%d%d?$")
-    end
-    j = tonumber(j)
-    if not j or j > LIVE.MAX_SPAN or (newest and (#newest ~= INSTANT_WIDTH or #ends ~= INSTANT_WIDTH)) then
-      corrupt("geometry", "live", "bad live span, newest bucket or end")
-    end
-    PER_CALL.live_span, PER_CALL.live_newest, PER_CALL.live_end = j, newest or false, ends
-  end
-end
-
-function LIVE.span()
-  LIVE.geometry()
-  return PER_CALL.live_span
-end
-
-function LIVE.newest()
-  LIVE.geometry()
-  return PER_CALL.live_newest
-end
-
--- Stores the span exponent j, the newest start and its end (16 digits each).
-function LIVE.store(j, newest, ends)
-  PER_CALL.live_span, PER_CALL.live_newest, PER_CALL.live_end = j, newest, ends
-  redis.call("HSET", K.geometry, "live", newest and (j .. " " .. newest .. " " .. ends) or (j .. ""))
-end
-
-function LIVE.key(start)
-  local prefix = PER_CALL.live_prefix
-  if not prefix then
-    prefix = string.sub(K.geometry, 1, -8) .. "event:live:"
-    PER_CALL.live_prefix = prefix
-  end
-  return prefix .. start
-end
-
--- Notes the bucket at start for NEED.
-function LIVE.need(start)
-  local need = PER_CALL.need or {}
-  PER_CALL.need = need
-  need[#need + 1] = "L" .. start
-end
-
--- The start of the bucket holding rows received at r (16 digits), or nil.
-function LIVE.holding(r)
-  local newest = LIVE.newest()
-  if newest and tonumber(newest) <= tonumber(r) then
-    return newest
-  end
-  return redis.call("ZREVRANGEBYLEX", K.live_index, "[" .. r, "-", "LIMIT", "0", "1")[1]
-end
-
--- Where a row received at r joins the live order: the bucket's start, and
--- whether it opens. Past the newest bucket's end, a bucket opens at r rounded
--- down to the span (2^span ms), which the store can name beforehand; before
--- every bucket, one opens the same way. A bucket not named is noted for NEED.
-function LIVE.place(r)
-  local rn, newest = tonumber(r), LIVE.newest()
-  local start, open = nil, false
-  if newest and rn >= tonumber(newest) then
-    local ends = tonumber(PER_CALL.live_end)
-    if rn < ends then
-      start = newest
-    else
-      local span = 2 ^ LIVE.span()
-      start, open = string.format("%016.0f", math.max(rn - rn % span, ends)), true
-    end
-  else
-    start = newest and redis.call("ZREVRANGEBYLEX", K.live_index, "[" .. r, "-", "LIMIT", "0", "1")[1]
-    if not start then -- before every bucket: from r rounded down, to the oldest
-      local span = 2 ^ LIVE.span()
-      start, open = string.format("%016.0f", rn - rn % span), true
-    end
-  end
-  if not named(LIVE.key(start)) then
-    LIVE.need(start)
-  end
-  return start, open
-end
-
--- The left list of the bucket at start as this call keeps it: {entries, list, n}.
-function LIVE.left(start)
-  local all = PER_CALL.live_left or {}
-  PER_CALL.live_left = all
-  local b = all[start]
-  if not b then
-    local list = redis.call("HGET", K.live, "g" .. start) or ""
-    local _, n = string.gsub(list, "\n", "")
-    b = { entries = tonumber(redis.call("HGET", K.live, start) or "0"), list = list, n = n }
-    all[start] = b
-  end
-  return b
-end
-
--- The live slot of a row received at r with eid: {key (false: not named),
--- start, member (the eid), score, open} for a row that joins (add), or one
--- that leaves.
-function LIVE.slot(r, eid, add)
-  local slot = { member = eid }
-  if add then
-    slot.start, slot.open = LIVE.place(r)
-  else
-    slot.start = LIVE.holding(r)
-    if not slot.start then
-      corrupt("index", r .. eid, "no live bucket holds a live row")
-    end
-  end
-  slot.score = string.format("%.0f", tonumber(r) - tonumber(slot.start))
-  local key = LIVE.key(slot.start)
-  if named(key) then
-    slot.key = key
-  elseif not add then
-    -- It leaves by the left list: due for dropping at LIVE.TIDY, or at every entry.
-    local b = LIVE.left(slot.start)
-    b.pending = (b.pending or 0) + 1
-    if b.n + b.pending >= LIVE.TIDY or b.n + b.pending >= b.entries then
-      LIVE.need(slot.start)
-    end
-  end
-  return slot
-end
-
--- Where the left list b holds member m (its position), or nil.
-function LIVE.listed(b, m)
-  return string.find("\n" .. b.list, "\n" .. m .. "\n", 1, true)
-end
-
--- Drops the left list's members from the named bucket at start; returns how many.
-function LIVE.tidy(key, start)
-  local b = LIVE.left(start)
-  if b.n == 0 then
-    return 0
-  end
-  local gone, i = {}, 0
-  for m in string.gmatch(b.list, "([^\n]*)\n") do
-    i = i + 1
-    gone[i] = m
-  end
-  zrem_all(key, gone)
-  redis.call("HDEL", K.live, "g" .. start)
-  b.list, b.n, b.entries = "", 0, b.entries - i
-  return i
-end
-
--- Counts n entries more (or fewer) in the bucket at start; a bucket of none
--- leaves the index.
-function LIVE.count(start, n)
-  local entries = redis.call("HINCRBY", K.live, start, n)
-  local b = PER_CALL.live_left and PER_CALL.live_left[start]
-  if b then
-    b.entries = entries
-  end
-  if entries <= 0 then
-    redis.call("HDEL", K.live, start)
-    redis.call("ZREM", K.live_index, start)
-    if LIVE.newest() == start then
-      -- The bucket before holds rows received before this one's start.
-      local before = redis.call("ZRANGE", K.live_index, "-1", "-1")[1]
-      LIVE.store(LIVE.span(), before or false, start)
-    end
-  end
-  return entries
-end
-
--- Adds or removes a row's live slot (after need_checked).
-function LIVE.apply(slot, add)
-  local start, bucket = slot.start, slot.key
-  if add then
-    if slot.open then
-      local before, j = LIVE.newest(), LIVE.span()
-      redis.call("ZADD", K.live_index, "0", start)
-      if not before or tonumber(before) < tonumber(start) then
-        if before and j < LIVE.MAX_SPAN and tonumber(redis.call("HGET", K.live, before) or "0") < LIVE.THIN then
-          j = j + 1
-        end
-        -- Its end: the next start of its span, a multiple of every span after
-        -- it until the next bucket opens (a span only shrinks meanwhile).
-        local sn, span = tonumber(start), 2 ^ j
-        LIVE.store(j, start, string.format("%016.0f", sn - sn % span + span))
-      end
-    end
-    if redis.call("ZADD", bucket, slot.score, slot.member) == 0 then
-      -- It left and comes back (a release, a revival) before its bucket was
-      -- tidied: off the left list, the entry stays.
-      local b = LIVE.left(start)
-      local at = LIVE.listed(b, slot.member)
-      if not at then
-        corrupt("index", slot.member, "a live bucket holds a row twice")
-      end
-      b.list = string.sub(b.list, 1, at - 1) .. string.sub(b.list, at + #slot.member + 1)
-      b.n = b.n - 1
-      if b.n == 0 then
-        redis.call("HDEL", K.live, "g" .. start)
-      else
-        redis.call("HSET", K.live, "g" .. start, b.list)
-      end
-    else
-      local entries = LIVE.count(start, 1)
-      if entries >= LIVE.FULL and entries % 16 == 0 and start == LIVE.newest() then
-        -- A full bucket: the span that would hold LIVE.FIT rows at the rate of
-        -- its last 16, taken when shorter.
-        local first = redis.call("ZRANGE", bucket, -16, -16, "WITHSCORES")[2]
-        local elapsed = tonumber(slot.score) - tonumber(first) + 1
-        local fit = math.floor(math.log(elapsed * LIVE.FIT / 16) / math.log(2))
-        if fit < LIVE.span() then
-          -- The bucket ends at the next start of the shorter span after its
-          -- last row, so that the rows to come open buckets of that span.
-          fit = math.max(fit, 0)
-          local last = tonumber(start) + tonumber(redis.call("ZRANGE", bucket, -1, -1, "WITHSCORES")[2])
-          local ends = math.min(last - last % 2 ^ fit + 2 ^ fit, tonumber(PER_CALL.live_end))
-          LIVE.store(fit, start, string.format("%016.0f", ends))
-        end
-      end
-    end
-    redis.call("HINCRBY", K.live, "", 1)
-    return
-  end
-  if bucket then
-    local n = LIVE.tidy(bucket, start) + redis.call("ZREM", bucket, slot.member)
-    LIVE.count(start, -n)
-  else
-    local b = LIVE.left(start)
-    b.list, b.n = b.list .. slot.member .. "\n", b.n + 1
-    redis.call("HSET", K.live, "g" .. start, b.list)
-  end
-  redis.call("HINCRBY", K.live, "", -1)
-end
+-- The live order: time buckets (buckets.lua) of eids by received_at, whose
+-- counts hash (K.live) also counts the live rows (field "").
+local LIVE = TIME.family("live", "live_index", "live", "event:live:", "L", "J", true)
 
 -- The live index entries of a row: its live slot (entries.live), and the
 -- claim-search entries (buckets.lua, "Key buckets"): for each of its keys
@@ -570,7 +319,7 @@ local function live_entries_of(eid, f, nv_list, add)
   end
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   local rest = " " .. source .. f[E_RECEIVED] .. string.sub(eid, #source + 1)
-  local out = { live = LIVE.slot(f[E_RECEIVED], eid, add) }
+  local out = { live = LIVE:slot(f[E_RECEIVED], eid, add) }
   for i, nv in ipairs(nv_list or event_nv(f)) do
     local h, bucket = key_bucket(kind .. nv)
     out[i] = { bucket, h .. rest }
@@ -600,7 +349,7 @@ local function live_apply(acc, add)
   need_checked()
   local apply = add and zadd_all or zrem_all
   for _, slot in ipairs(acc.slots) do
-    LIVE.apply(slot, add)
+    LIVE:apply(slot, add)
   end
   for _, bucket in ipairs(acc.buckets) do
     apply(bucket, acc.by_bucket[bucket])
@@ -613,7 +362,7 @@ end
 local function live_index(eid, f, add, entries)
   entries = entries or live_entries_of(eid, f, nil, add)
   need_checked()
-  LIVE.apply(entries.live, add)
+  LIVE:apply(entries.live, add)
   local command = add and "ZADD" or "ZREM"
   for _, e in ipairs(entries) do
     if add then
