@@ -92,6 +92,7 @@ SCRIPT_COMMANDS = (
     "zrank",
     "zrem",
     "zrevrangebylex",
+    "zrevrangebyscore",
     "zscore",
 )
 #: What the store itself sends, besides the functions' own commands: the calls, the

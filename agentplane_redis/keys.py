@@ -47,7 +47,10 @@ ROLES: dict[str, str] = {
     # waits
     "wait_count": "wait:count",  # string  registered waits
     "wait_keys": "wait:key",  # lex   run effect attrs ns value . instant
-    "wait_order": "wait:order",  # lex   instant . run effect ns value
+    # key rows in registration order, in time buckets by created_at
+    # (wait:order:<start>), like the live order
+    "wait_order": "wait:order",  # hash  start -> entries; g start -> left
+    "wait_order_index": "wait:order:index",  # lex   start (instant)
     "marks": "mark",  # hash  wid -> parked_at [eid held]   the claim ledger too
     "mark_index": "mark:index",  # lex   class byte . wid (L listable, B bare, S sealed run)
     # runs
@@ -208,11 +211,20 @@ class TenantKeys:
         election entries, by correlation key (``docs/keys.md``, "Key buckets")."""
         return f"{self.tag}:event:key:{n}"
 
+    def time_bucket(self, suffix: str, start: str) -> str:
+        """The time bucket of the family ``suffix`` (``event:live``, ``wait:order``)
+        opened at ``start`` (an instant's 16 digits): its members of instants from
+        then until the next bucket's start (``docs/keys.md``, "Time buckets")."""
+        return f"{self.tag}:{suffix}:{start}"
+
     def live_bucket(self, start: str) -> str:
-        """The live bucket opened at ``start`` (an instant's 16 digits): live rows
-        received from then until the next bucket's start (``docs/keys.md``, "Live
-        buckets")."""
-        return f"{self.tag}:event:live:{start}"
+        """The live bucket opened at ``start``: live rows received from then."""
+        return self.time_bucket("event:live", start)
+
+    def order_bucket(self, start: str) -> str:
+        """The registration order's bucket opened at ``start``: key rows of waits
+        registered from then."""
+        return self.time_bucket("wait:order", start)
 
     def key_buckets(self, geometry: Geometry = Geometry()) -> list[str]:
         """Every key bucket of the tenant, with ``geometry``'s buckets."""

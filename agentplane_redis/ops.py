@@ -80,14 +80,38 @@ TIMER_SCAN = 16
 DEFAULT_TIMER_LEASE_MS = 60_000
 #: Calls of one step a store makes while the buckets keep splitting under it.
 _REGROWN_TRIES = 16
-#: Scripts that place or take live rows in the common case, so name the live
-#: buckets of the present (``Context.live_now``) at once.
-LIVE_PLACED = frozenset({"buffer", "deliver", "claim_for", "wait", "match_waiter", "revive"})
-#: A new tenant's live span exponent: its live buckets open a second apart
-#: (``LIVE.ABSENT`` in ``lua/_lib/events.lua``) until the rate says otherwise.
-LIVE_SPAN = 10
-#: Live bucket starts a store remembers (``Context.learn_live``), at most.
-_LIVE_STARTS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class TimeFamily:
+    """A family of time buckets (``docs/keys.md``, "Time buckets"): the key suffix
+    of its buckets, the letters of its ``NEED`` items (a bucket's start, the span),
+    and the scripts that place or take its members in the common case, so name
+    the buckets of the present (``Context.time_now``) at once (their first
+    argument is the call's instant)."""
+
+    suffix: str
+    letter: str
+    span_letter: str
+    placed: frozenset[str]
+
+
+#: The live order (events by received_at) and the waits' registration order
+#: (key rows by created_at).
+TIME_FAMILIES = (
+    TimeFamily(
+        "event:live",
+        "L",
+        "J",
+        frozenset({"buffer", "deliver", "claim_for", "wait", "match_waiter", "revive"}),
+    ),
+    TimeFamily("wait:order", "O", "Q", frozenset({"subscribe", "wait", "park_wait"})),
+)
+#: A new tenant's span exponent: its time buckets open a second apart
+#: (``TIME.ABSENT`` in ``lua/_lib/buckets.lua``) until the rate says otherwise.
+TIME_SPAN = 10
+#: Time bucket starts a store remembers per family (``Context.learn_time``), at most.
+_TIME_STARTS = 256
 #: Runs whose waits' keys a store remembers (``Context.remember_wait``), at most.
 _REMEMBERED_RUNS = 4096
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
@@ -123,13 +147,16 @@ class Context:
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
 
-    #: The live buckets' span exponent as the server last gave it (a ``NEED`` reply).
-    _live_span: list[int] = field(
-        default_factory=lambda: [LIVE_SPAN], init=False, repr=False, compare=False
+    #: Per time bucket family (its suffix): the span exponent as the server last
+    #: gave it (a ``NEED`` reply), and the starts of buckets the server named, sorted
+    #: (a hint, so that a member of an instant before the newest bucket names its
+    #: bucket at once).
+    _times: dict[str, tuple[list[int], list[int]]] = field(
+        default_factory=lambda: {f.suffix: ([TIME_SPAN], []) for f in TIME_FAMILIES},
+        init=False,
+        repr=False,
+        compare=False,
     )
-    #: Starts of live buckets the server named (``NEED``), sorted: a hint, so that a
-    #: row received before the newest bucket names its bucket at once.
-    _live_starts: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
     def geometry(self) -> Geometry:
@@ -139,29 +166,29 @@ class Context:
     def key_geometry(self) -> Geometry:
         return self._key_geometry[0]
 
-    def live_now(self, at: Arg = "") -> list[str]:
-        """The live bucket a row received at ``at`` (ms, a script's argument; ""
-        for now, by the local clock) opens or joins, by the span last learned, and
-        the bucket beside it nearer to that instant (a server's clock a little
-        ahead or behind)."""
-        span = 1 << self._live_span[0]
+    def time_now(self, family: TimeFamily, at: Arg = "") -> list[str]:
+        """The bucket of ``family`` a member of instant ``at`` (ms, a script's
+        argument; "" for now, by the local clock) opens or joins, by the span last
+        learned, and the bucket beside it nearer to that instant (a server's clock
+        a little ahead or behind), and the bucket last seen holding it."""
+        spans, known = self._times[family.suffix]
+        span = 1 << spans[0]
         now = (int(at) if at != "" else time.time_ns() // 1_000_000) + 10**15
         start = now - now % span
         other = start + span if 2 * (now - start) >= span else start - span
         starts = [start, other]
-        known = self._live_starts
         i = bisect.bisect_right(known, now)
-        if i and known[i - 1] not in starts:  # a bucket seen holding that instant
+        if i and known[i - 1] not in starts:
             starts.append(known[i - 1])
-        return [self.keys.live_bucket(f"{n:016d}") for n in starts]
+        return [self.keys.time_bucket(family.suffix, f"{n:016d}") for n in starts]
 
-    def learn_live(self, start: int) -> None:
-        """Notes the start of a live bucket the server named."""
-        known = self._live_starts
+    def learn_time(self, family: TimeFamily, start: int) -> None:
+        """Notes the start of a bucket of ``family`` the server named."""
+        known = self._times[family.suffix][1]
         i = bisect.bisect_left(known, start)
         if i == len(known) or known[i] != start:
             known.insert(i, start)
-            if len(known) > _LIVE_STARTS:
+            if len(known) > _TIME_STARTS:
                 del known[0]
 
     def remember_wait(self, run: str, effect: str, kind: str, pairs: Sequence[str]) -> None:
@@ -209,7 +236,7 @@ class Context:
         buckets' geometry: then it gives the arguments and the further keys for it,
         which go first."""
         needed: set[int] = set()
-        live: list[str] = []
+        times: list[str] = []
         for _ in range(_REGROWN_TRIES):
             g = self.key_geometry
             call_args, more = args(self.geometry) if callable(args) else (args, ())
@@ -221,9 +248,10 @@ class Context:
             more = [*more, *(self.keys.key_bucket(n) for n in sorted(numbers | needed))]
             if split:
                 more += [k for k in self.keys.key_split(g) if k not in more]
-            if script in LIVE_PLACED:  # their first argument is the call's instant
-                more += [k for k in self.live_now(call_args[0]) if k not in live]
-            more += live
+            for family in TIME_FAMILIES:
+                if script in family.placed:
+                    more += [k for k in self.time_now(family, call_args[0]) if k not in times]
+            more += times
             reply = yield self.call(script, call_args, run=run, more=more)
             status = text(reply[0])
             if status == "BUCKETS":
@@ -233,13 +261,14 @@ class Context:
                 if learned != g:
                     self._key_geometry[0], needed = learned, set()
                 for item in (text(n) for n in reply[2:]):
-                    if item[:1] == "L":
-                        live.append(self.keys.live_bucket(item[1:]))
-                        self.learn_live(int(item[1:]))
-                    elif item[:1] == "J":
-                        self._live_span[0] = int(item[1:])
-                    else:
+                    if item[:1].isdigit():
                         needed.add(int(item))
+                    for family in TIME_FAMILIES:
+                        if item[:1] == family.letter:
+                            times.append(self.keys.time_bucket(family.suffix, item[1:]))
+                            self.learn_time(family, int(item[1:]))
+                        elif item[:1] == family.span_letter:
+                            self._times[family.suffix][0][0] = int(item[1:])
             else:
                 return reply
         raise CorruptRow("buckets", f"{script}: they changed under each of {_REGROWN_TRIES} calls")
@@ -525,7 +554,7 @@ def parked_waits_page(
     ended = room == 0
     while room > 0:
         asked = min(room, LIST_BATCH)
-        reply = yield ctx.call("parked_waits", [asked, *after_, PARKED_BATCH])
+        reply = yield from ctx.keyed("parked_waits", [asked, *after_, PARKED_BATCH])
         status = codec.check_status(reply)
         if status == "MORE":
             continue
@@ -617,13 +646,13 @@ def waiting_page(
     cursor: bytes | str = codec.cursor("after", after)
     while room > 0:
         asked = min(room, LIST_BATCH)
-        reply = yield ctx.call("waiting", [asked, cursor])
-        codec.check_status(reply)
+        reply = yield from ctx.keyed("waiting", [asked, cursor])
+        status = codec.check_status(reply)
         rows = reply[2:]
         out += [codec.subscription(r[0], r[1], r[2], [r[3], r[4]]) for r in rows]
         room -= len(rows)
         cursor = reply[1] or cursor
-        if len(rows) < asked:
+        if status != "MORE" and len(rows) < asked:
             return out, None
     return out, text(cursor) if out else None
 

@@ -20,7 +20,7 @@
 --@include _lib/events.lua
 
 return guard(function()
-  local members, more = LIVE:page(bounded(ARGV[1]), ARGV[2], ARGV[3] == "newest")
+  local members, more = TIME.live:page(bounded(ARGV[1]), ARGV[2], ARGV[3] == "newest")
   local out = listed_rows(members, "live")
   if more then
     -- Its buckets ran out before its room: the next step goes on from the last seen.

@@ -22,13 +22,13 @@ return guard(function()
       return words("OK")
     end
     for _, start in ipairs(starts) do
-      if not named(LIVE:key(start)) then
-        LIVE:need(start)
+      if not named(TIME.live:key(start)) then
+        TIME.live:need(start)
       end
     end
     need_checked()
     for _, start in ipairs(starts) do
-      local left, bucket = LIVE:left(start), LIVE:key(start)
+      local left, bucket = TIME.live:left(start), TIME.live:key(start)
       local first = redis.call("ZRANGE", bucket, 0, left.n, "WITHSCORES")
       for i = 1, #first, 2 do
         if not TIME.listed(left, first[i]) then

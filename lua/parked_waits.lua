@@ -5,10 +5,14 @@
 -- KEYS[3] wait_count: agentplane:{<tenant>}:wait:count
 -- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[6] marks: agentplane:{<tenant>}:mark
--- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[8] replies: agentplane:{<tenant>}:reply
--- KEYS[9] replies_old: agentplane:{<tenant>}:reply:old
+-- KEYS[6] wait_order_index: agentplane:{<tenant>}:wait:order:index
+-- KEYS[7] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[8] marks: agentplane:{<tenant>}:mark
+-- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[10] replies: agentplane:{<tenant>}:reply
+-- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>) the call reads or writes, as many as it
+--   names (NEED asks for more)
 -- ARGV[1] room: count, the most waits this step lists
 -- ARGV[2] after_run: the run of the last wait listed by the previous step, "" to start
 -- ARGV[3] after_effect: its effect
@@ -52,6 +56,12 @@ return guard(function()
         claims[#claims + 1] = { eid = held, f = f }
       end
     end
+    for _, w in ipairs(waits) do
+      if w.attrs then
+        w.rows = TIME.order.checked(w.wid, w.rows)
+      end
+    end
+    need_checked()
     -- Each retired wait's claim is shed with its mark; the run's other marks
     -- keep theirs until their own step.
     for _, w in ipairs(waits) do

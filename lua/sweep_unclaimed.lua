@@ -35,13 +35,13 @@ return guard(function()
   if not start then
     return words("OK", 0)
   end
-  local key = LIVE:key(start)
+  local key = TIME.live:key(start)
   if not named(key) then
-    LIVE:need(start)
+    TIME.live:need(start)
     need_checked()
   end
   -- Rows that left the bucket are passed over (and dropped from it below).
-  local left, gone = LIVE:left(start), {}
+  local left, gone = TIME.live:left(start), {}
   for m in string.gmatch(left.list, "([^\n]*)\n") do
     gone[m] = true
   end
@@ -86,7 +86,7 @@ return guard(function()
     zadd_all(K.dead, dead)
   elseif left.n > 0 then
     need_checked()
-    LIVE:count(start, -LIVE:tidy(key, start))
+    TIME.live:count(start, -TIME.live:tidy(key, start))
   else
     return words("OK", 0) -- the oldest bucket holds no row at or before the cutoff
   end

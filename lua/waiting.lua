@@ -2,9 +2,14 @@
 --
 -- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
 -- KEYS[2] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[3] wait_order_index: agentplane:{<tenant>}:wait:order:index
+-- KEYS[4] geometry: agentplane:{<tenant>}:buckets
+-- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>) the call reads or writes, as many as it
+--   names (NEED asks for more)
 -- ARGV[1] limit: count, at most this many key rows
--- ARGV[2] after: the order member of the last row a previous page listed, "" to start
--- Returns: {"OK", last member or "", {run, effect, attributes text, namespace, value}, ...}
+-- ARGV[2] after: the cursor of the last row a previous page listed (created_at . wid . ns value), "" to start
+-- Returns: {"OK" | "MORE", last cursor or "", {run, effect, attributes text, namespace, value}, ...}
+--   MORE: the step's buckets ran out before its limit; call again after the last | {"NEED", geometry, bucket, ...}
 -- Errors: CORRUPT
 
 --@include _lib/codec.lua
@@ -13,9 +18,8 @@
 --@include _lib/waits.lua
 
 return guard(function()
-  local limit, after = bounded(ARGV[1]), ARGV[2]
-  local start = after == "" and "-" or "(" .. after
-  local members = redis.call("ZRANGEBYLEX", K.wait_order, start, "+", "LIMIT", "0", limit)
+  local limit = bounded(ARGV[1])
+  local members, more = TIME.order:page(limit, ARGV[2], false)
   local parts, wids = {}, {}
   for i, m in ipairs(members) do
     parts[i] = take(m, INSTANT_WIDTH + 1, 4)
@@ -25,7 +29,7 @@ return guard(function()
     wids[i] = parts[i][1] .. parts[i][2]
   end
   -- Read-only: Python decodes and checks the attributes text.
-  local out, rows = { "OK", members[#members] or "" }, {}
+  local out, rows = { more and "MORE" or "OK", more or members[#members] or "" }, {}
   for i, wid in ipairs(wids) do
     if rows[wid] == nil then
       local attrs = wait_read(wid)

@@ -162,26 +162,36 @@ class Audit:
         return dict(counts)
 
     def live_order(self, live: set[bytes]) -> None:
-        """The live buckets (docs/keys.md, "Live buckets"): they hold the live rows
-        and the rows listed as having left them, each in the bucket of its
-        received_at; the index lists exactly the buckets, and the counts agree."""
-        counts = self.h("event:live")
-        assert int(counts.pop(b"", b"0")) == len(live), "the live count is not the live rows"
+        """The live order: its time buckets hold the live rows, and the live count
+        counts them."""
+        count = self.c.hget(self.p + "event:live", b"")
+        assert int(count or 0) == len(live), "the live count is not the live rows"
+        self.time_order("event:live", "live", live)
+
+    def time_order(self, suffix: str, field: str, want: set[bytes]) -> None:
+        """A family of time buckets (docs/keys.md, "Time buckets"): they hold the
+        members of ``want`` (instant . member) and the members listed as having
+        left them, each in the bucket of its instant; the index lists exactly the
+        buckets, the geometry field names the newest and its end, and the counts
+        agree."""
+        live = want
+        counts = self.h(suffix)
+        counts.pop(b"", None)
         left = {k[1:]: v for k, v in counts.items() if k[:1] == b"g"}
         entries = {k: int(v) for k, v in counts.items() if k[:1] != b"g"}
-        starts = sorted(self.z("event:live:index"))
+        starts = sorted(self.z(suffix + ":index"))
         assert all(re.fullmatch(rb"\d{16}", s) for s in starts), starts
         assert set(entries) == set(starts), "live bucket counts for buckets not indexed"
         assert set(left) <= set(starts), "a left list of a bucket not indexed"
-        stored = self.c.hget(self.p + "buckets", "live") or b"10"
+        stored = self.c.hget(self.p + "buckets", field) or b"10"
         assert re.fullmatch(rb"\d{1,2}( \d{16} \d{16})?", stored), stored
         newest = stored.split(b" ")[1:]
         assert (newest[0] if newest else None) == (starts[-1] if starts else None), "not the newest"
-        found = {k.rsplit(b":", 1)[1] for k in self.c.scan_iter(self.p + "event:live:*")}
+        found = {k.rsplit(b":", 1)[1] for k in self.c.scan_iter(self.p + suffix + ":*")}
         assert found - {b"index"} == set(starts), "live buckets not indexed, or indexed and missing"
         seen: set[bytes] = set()
         for i, start in enumerate(starts):
-            scored = self.scored("event:live:" + start.decode())
+            scored = self.scored(suffix + ":" + start.decode())
             assert len(scored) == entries[start], f"bucket {start!r}: wrong count"
             end = int(starts[i + 1]) if i + 1 < len(starts) else int(newest[1])
             members = {}
@@ -200,13 +210,13 @@ class Audit:
                 "a left list names a live row"
             )
             seen |= kept
-        assert seen == live, "the live buckets disagree with the live rows"
+        assert seen == live, f"the buckets of {suffix} disagree with the rows"
 
     def waits(self, key_geometry: Geometry, by_bucket: dict[bytes, set[bytes]]) -> None:
         """Checks the waits; adds the election entries the key buckets must hold
         (one per key row of an unparked wait of an unsealed run) to by_bucket."""
         marks, seals = self.h("mark"), self.h("seal")
-        wait_keys, order = self.z("wait:key"), self.z("wait:order")
+        wait_keys = self.z("wait:key")
         want_order = set()
         attrs_of: dict[bytes, bytes] = {}
         for m in wait_keys:
@@ -228,7 +238,7 @@ class Audit:
                 by_bucket[bucket].add(b"%08x~" % h + source + TERM + at + wid)
         count = self.c.get(self.p + "wait:count")
         assert int(count or 0) == len(attrs_of), "wait:count is not the registered waits"
-        assert order == want_order, "wait:order disagrees with wait:key"
+        self.time_order("wait:order", "order", want_order)
         index = self.z("mark:index")
         assert {m[1:] for m in index} == set(marks), "mark:index disagrees with the marks"
         assert len(index) == len(marks), "a mark in two classes"

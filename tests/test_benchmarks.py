@@ -129,8 +129,8 @@ def test_the_benchmarks_fill_puts_every_structure_past_its_compact_encoding():
     """The measured calls find each of the tenant's fixed keys in the encoding a
     tenant of its size has (a hash table, a skiplist), none in a listpack that costs
     a scan of its entries per entry written. (Timer buckets and the wake list, of at
-    most two markers, are small listpacks by design, the live buckets' index and
-    counts hold one entry per live bucket, and the registry of running workers
+    most two markers, are small listpacks by design, the time buckets' indexes
+    and counts hold one entry per bucket, and the registry of running workers
     holds one entry per worker: docs/keys.md.)"""
     sys.path.insert(0, str(BENCHMARKS))
     try:
@@ -157,6 +157,8 @@ def test_the_benchmarks_fill_puts_every_structure_past_its_compact_encoding():
                 store.keys.key("geometry"),
                 store.keys.key("live"),
                 store.keys.key("live_index"),
+                store.keys.key("wait_order"),
+                store.keys.key("wait_order_index"),
                 store.keys.key("wake"),
                 store.keys.key("workers"),
             )

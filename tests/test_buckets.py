@@ -181,16 +181,16 @@ def live_buckets(raw, store) -> dict[bytes, int]:
     return {s: raw.zcard(store.keys.live_bucket(s.decode())) for s in starts}
 
 
-def set_span(raw, store, j: int) -> None:
-    """Sets the live buckets' span exponent (geometry field "live": the span, then
-    the newest bucket's start and end if any)."""
-    stored = raw.hget(store.keys.key("geometry"), "live") or b"10"
-    raw.hset(store.keys.key("geometry"), "live", b" ".join([b"%d" % j, *stored.split(b" ")[1:]]))
+def set_span(raw, store, j: int, family: str = "live") -> None:
+    """Sets a time bucket family's span exponent (its geometry field: the span,
+    then the newest bucket's start and end if any)."""
+    stored = raw.hget(store.keys.key("geometry"), family) or b"10"
+    raw.hset(store.keys.key("geometry"), family, b" ".join([b"%d" % j, *stored.split(b" ")[1:]]))
 
 
-def left(raw, store, start: bytes) -> int:
+def left(raw, store, start: bytes, counts: str = "live") -> int:
     """How many members the left list of the bucket at start holds."""
-    return (raw.hget(store.keys.key("live"), b"g" + start) or b"").count(b"\n")
+    return (raw.hget(store.keys.key(counts), b"g" + start) or b"").count(b"\n")
 
 
 def test_live_buckets_hold_the_live_order_in_spans_that_follow_the_rate(store, raw, backend):
@@ -322,3 +322,35 @@ def test_pages_of_live_events_go_on_past_events_of_one_instant_and_left_rows(
                 break
         assert got == (want[::-1] if newest else want)
     Audit(raw, backend.tenant).run()
+
+
+def test_the_registration_order_keeps_its_key_rows_in_time_buckets(store, make, raw, backend):
+    """Key rows of waits sit in order buckets by created_at; a store that never
+    learned their buckets retires waits through the left lists, sixteen at a
+    time, and a run's close does too; waiting lists the rest in registration
+    order, passing over what left."""
+    set_span(raw, store, 20, "order")  # one order bucket for what follows
+    for i in range(30):
+        store.events.subscribe(sub(f"r{i:02}", "w", f"k/{i}", f"j/{i}"), at=at(i))
+    (start,) = raw.zrange(store.keys.key("wait_order_index"), 0, -1)
+    bucket = store.keys.order_bucket(start.decode())
+    assert raw.zcard(bucket) == 60
+    other = make(backend.tenant)  # one that never learned where the bucket is
+    for i in range(7):
+        other.events.unsubscribe(f"r{i:02}", "w")  # two key rows each
+    assert raw.zcard(bucket) == 60
+    assert left(raw, store, start, "wait_order") == 14
+    Audit(raw, backend.tenant).run()
+    other.events.unsubscribe("r07", "w")  # the sixteenth: all dropped
+    assert raw.zcard(bucket) == 44
+    assert left(raw, store, start, "wait_order") == 0
+    make(backend.tenant).runs.close("r08", [])
+    assert left(raw, store, start, "wait_order") == 2
+    Audit(raw, backend.tenant).run()
+    listed = store.events.waiting(limit=100)
+    assert [(w.run, w.correlation[0].value) for w in listed][:3] == [
+        ("r09", "9"),
+        ("r09", "9"),
+        ("r10", "10"),
+    ]
+    assert len(listed) == 42

@@ -266,6 +266,7 @@ WAITS_LUA = (
     "local K = { wait_keys = KEYS[1] }\n"
     + CODEC
     + expand(lua_root(), "_lib/core.lua")
+    + expand(lua_root(), "_lib/buckets.lua")
     + expand(lua_root(), "_lib/waits.lua")
 )
 

@@ -304,7 +304,7 @@ end
 
 -- The live order: time buckets (buckets.lua) of eids by received_at, whose
 -- counts hash (K.live) also counts the live rows (field "").
-local LIVE = TIME.family("live", "live_index", "live", "event:live:", "L", "J", true)
+TIME.live = TIME.family("live", "live_index", "live", "event:live:", "L", "J", true)
 
 -- The live index entries of a row: its live slot (entries.live), and the
 -- claim-search entries (buckets.lua, "Key buckets"): for each of its keys
@@ -319,7 +319,7 @@ local function live_entries_of(eid, f, nv_list, add)
   end
   local kind, source = enc(f[E_KIND]), enc(f[E_SOURCE])
   local rest = " " .. source .. f[E_RECEIVED] .. string.sub(eid, #source + 1)
-  local out = { live = LIVE:slot(f[E_RECEIVED], eid, add) }
+  local out = { live = TIME.live:slot(f[E_RECEIVED], eid, add) }
   for i, nv in ipairs(nv_list or event_nv(f)) do
     local h, bucket = key_bucket(kind .. nv)
     out[i] = { bucket, h .. rest }
@@ -349,7 +349,7 @@ local function live_apply(acc, add)
   need_checked()
   local apply = add and zadd_all or zrem_all
   for _, slot in ipairs(acc.slots) do
-    LIVE:apply(slot, add)
+    TIME.live:apply(slot, add)
   end
   for _, bucket in ipairs(acc.buckets) do
     apply(bucket, acc.by_bucket[bucket])
@@ -362,7 +362,7 @@ end
 local function live_index(eid, f, add, entries)
   entries = entries or live_entries_of(eid, f, nil, add)
   need_checked()
-  LIVE:apply(entries.live, add)
+  TIME.live:apply(entries.live, add)
   local command = add and "ZADD" or "ZREM"
   for _, e in ipairs(entries) do
     if add then

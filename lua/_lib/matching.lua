@@ -224,10 +224,14 @@ local function releases_checked(state, unanswered)
         c.f.entries = live_entries_of(c.eid, c.f)
       end
     end
-    -- An unparked wait leaves the election as it is retired.
+    -- An unparked wait leaves the election as it is retired, and every one
+    -- the registration order.
     for _, w in ipairs(state.waits) do
       if not is_marked(w.wid) then
         election_checked(w.attrs, w.rows)
+      end
+      if w.attrs then
+        w.rows = TIME.order.checked(w.wid, w.rows)
       end
     end
     need_checked()

@@ -4,8 +4,9 @@
 -- exactly while it has key rows: "wid . attrs . ns value . created_at" in
 -- wait_keys, one per correlation key, each carrying the wait's attributes
 -- "attrs" = enc(kind) . step . "f" | "c" . " " . enc(case) . enc(from_source)
--- ("" for none), those of its first registration; and "created_at . wid . ns
--- value" in wait_order. wait_count counts registered waits. A key row has an
+-- ("" for none), those of its first registration; and "wid . ns value",
+-- scored by created_at, in the registration order's time buckets (TIME.order,
+-- buckets.lua). wait_count counts registered waits. A key row has an
 -- election entry, in the key bucket of (kind, key) (election_entry), exactly
 -- while its wait is unparked and its run unsealed, so elections never pass
 -- over anything. A mark is marks[wid] = parked_at, then for a
@@ -20,6 +21,9 @@
 -- text, which Python decodes (codec.wait_attrs).
 
 local A_TEXT, A_KIND, A_FROM = 1, 2, 3
+
+-- The registration order: time buckets of "wid . ns value" by created_at.
+TIME.order = TIME.family("wait_order", "wait_order_index", "order", "wait:order:", "O", "Q", false)
 
 -- The attributes of a wait the caller describes: kind, step (decimal),
 -- phase, case and from_source ("" for none) as sent.
@@ -200,12 +204,12 @@ local function register(run, wid, attrs, nv_list, at, electable, read)
     have[row.nv] = true
   end
   local head = wid .. in_force[A_TEXT]
-  local by_wid, by_time, added = {}, {}, {}
+  local by_wid, slots, added = {}, {}, {}
   for _, nv in ipairs(nv_list) do
     if not have[nv] then
       added[#added + 1] = nv
       by_wid[#by_wid + 1] = head .. nv .. at_key
-      by_time[#by_time + 1] = at_key .. wid .. nv
+      slots[#slots + 1] = TIME.order:slot(at_key, wid .. nv, true)
     end
   end
   local elects = electable and not marked and not sealed and #added > 0
@@ -215,7 +219,9 @@ local function register(run, wid, attrs, nv_list, at, electable, read)
   end
   need_checked()
   zadd_all(K.wait_keys, by_wid)
-  zadd_all(K.wait_order, by_time)
+  for _, slot in ipairs(slots) do
+    TIME.order:apply(slot, true)
+  end
   if elects then
     elect_new(wid, in_force, added, at)
     key_grow(election_entry(in_force, added[1], at_key, wid))
@@ -269,16 +275,30 @@ local function unpark(run, wid, attrs, rows)
   end
 end
 
+-- The registration order's slots of a wait's key rows (rows: its key rows,
+-- when the caller has read them), noted in the rows (row.order), and the
+-- buckets not named noted for NEED: a caller that retires the wait calls it
+-- before need_checked and its first write. Returns the rows.
+function TIME.order.checked(wid, rows)
+  rows = rows or key_rows(wid)
+  for _, row in ipairs(rows) do
+    row.order = row.order or TIME.order:slot(row.at, wid .. row.nv, false)
+  end
+  return rows
+end
+
 -- Removes the wait's key rows, index entries and mark; rows: its key rows,
--- when the caller has read them. Returns 1 when the wait was registered, else 0.
+-- when the caller has read them (and checked them with TIME.order.checked).
+-- Returns 1 when the wait was registered, else 0.
 local function retire_wait(wid, attrs, rows)
   local parked = mark_clear(wid)
   if not attrs then
     return 0
   end
-  for _, row in ipairs(rows or key_rows(wid)) do
+  for _, row in ipairs(TIME.order.checked(wid, rows)) do
+    need_checked()
     redis.call("ZREM", K.wait_keys, row.m)
-    redis.call("ZREM", K.wait_order, row.at .. wid .. row.nv)
+    TIME.order:apply(row.order, false)
     if not parked then -- a parked wait's rows are out of the election indexes
       local bucket, m = election_entry(attrs, row.nv, row.at, wid)
       need_checked()
