@@ -17,7 +17,7 @@ return guard(function()
   -- The oldest buckets, four at a time, until one holds a row that has not
   -- left it (a bucket of only such rows is one whose tidying is due).
   for first = 0, 1e9, 4 do
-    local starts = redis.call("ZRANGE", K.live_index, first, first + 3)
+    local starts = redis.call("ZRANGEBYLEX", K.live_index, "-", "(~", "LIMIT", first, 4)
     if #starts == 0 then
       return words("OK")
     end

@@ -177,9 +177,15 @@ class Audit:
         live = want
         counts = self.h(suffix)
         counts.pop(b"", None)
+        sentinel = counts.pop(b"~", None)
         left = {k[1:]: v for k, v in counts.items() if k[:1] == b"g"}
         entries = {k: int(v) for k, v in counts.items() if k[:1] != b"g"}
-        starts = sorted(self.z(suffix + ":index"))
+        index = self.z(suffix + ":index")
+        marks = {m for m in index if m[:1] == b"~"}
+        starts = sorted(index - marks)
+        # The sentinels that keep the index and the counts out of listpacks
+        assert marks == ({sentinel} if sentinel else set()), (marks, sentinel)
+        assert sentinel is None or len(sentinel) > 64, sentinel
         assert all(re.fullmatch(rb"\d{16}", s) for s in starts), starts
         assert set(entries) == set(starts), "live bucket counts for buckets not indexed"
         assert set(left) <= set(starts), "a left list of a bucket not indexed"
@@ -188,7 +194,7 @@ class Audit:
         newest = stored.split(b" ")[1:]
         assert (newest[0] if newest else None) == (starts[-1] if starts else None), "not the newest"
         found = {k.rsplit(b":", 1)[1] for k in self.c.scan_iter(self.p + suffix + ":*")}
-        assert found - {b"index"} == set(starts), "live buckets not indexed, or indexed and missing"
+        assert found - {b"index"} == set(starts), "buckets not indexed, or indexed and missing"
         seen: set[bytes] = set()
         for i, start in enumerate(starts):
             scored = self.scored(suffix + ":" + start.decode())

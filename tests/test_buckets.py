@@ -177,7 +177,7 @@ def test_an_election_passes_over_a_wait_of_another_key_of_the_same_hash(store, r
 
 def live_buckets(raw, store) -> dict[bytes, int]:
     """Each live bucket's start and its entries (left rows included), oldest first."""
-    starts = raw.zrange(store.keys.key("live_index"), 0, -1)
+    starts = raw.zrangebylex(store.keys.key("live_index"), b"-", b"(~")  # not the sentinel
     return {s: raw.zcard(store.keys.live_bucket(s.decode())) for s in starts}
 
 
@@ -332,7 +332,7 @@ def test_the_registration_order_keeps_its_key_rows_in_time_buckets(store, make, 
     set_span(raw, store, 20, "order")  # one order bucket for what follows
     for i in range(30):
         store.events.subscribe(sub(f"r{i:02}", "w", f"k/{i}", f"j/{i}"), at=at(i))
-    (start,) = raw.zrange(store.keys.key("wait_order_index"), 0, -1)
+    (start,) = raw.zrangebylex(store.keys.key("wait_order_index"), b"-", b"(~")
     bucket = store.keys.order_bucket(start.decode())
     assert raw.zcard(bucket) == 60
     other = make(backend.tenant)  # one that never learned where the bucket is

@@ -265,6 +265,13 @@ end
 -- after one of fewer than TIME.THIN.
 local TIME = { TIDY = 16, FULL = 64, FIT = 64, THIN = 48, MAX_SPAN = 40, ABSENT = "10", PAGE_BUCKETS = 4 }
 
+-- A family's index and counts are read and written on every call that places
+-- or takes a member: a sentinel longer than a listpack entry (64 bytes) keeps
+-- them in the server's O(1) and O(log n) encodings from their first bucket
+-- on, where a listpack of a few hundred buckets would be scanned each time.
+-- The index's sorts after every start ("~"), so reads end before it ("(~").
+TIME.SENTINEL = "~ kept a hash table and a skiplist: read and written by every call of the family"
+
 -- A family: the roles of its counts hash and its index, its geometry field,
 -- its buckets' key suffix, the letters of its NEED items (a bucket, the
 -- span), and whether its counts hash counts its members.
@@ -387,10 +394,10 @@ function TIME:left(start)
   local all = self:state().left
   local b = all[start]
   if not b then
-    local counts = K[self.counts]
-    local list = redis.call("HGET", counts, "g" .. start) or ""
+    local read = redis.call("HMGET", K[self.counts], start, "g" .. start)
+    local list = read[2] or ""
     local _, n = string.gsub(list, "\n", "")
-    b = { entries = tonumber(redis.call("HGET", counts, start) or "0"), list = list, n = n }
+    b = { entries = tonumber(read[1] or "0"), list = list, n = n }
     all[start] = b
   end
   return b
@@ -458,7 +465,7 @@ function TIME:count(start, n)
     redis.call("ZREM", K[self.index], start)
     if st.newest == start then
       -- The bucket before holds members of instants before this one's start.
-      local before = redis.call("ZRANGE", K[self.index], "-1", "-1")[1]
+      local before = redis.call("ZREVRANGEBYLEX", K[self.index], "(~", "-", "LIMIT", "0", "1")[1]
       self:store(st.span, before or false, start)
     end
   end
@@ -489,6 +496,10 @@ function TIME:apply(slot, add)
     if slot.open then
       local before, j = st.newest, st.span
       redis.call("ZADD", K[self.index], "0", start)
+      if not before then -- the family's first bucket (again)
+        redis.call("ZADD", K[self.index], "0", TIME.SENTINEL)
+        redis.call("HSET", counts, "~", TIME.SENTINEL)
+      end
       if not before or tonumber(before) < tonumber(start) then
         if before and j < TIME.MAX_SPAN and tonumber(redis.call("HGET", counts, before) or "0") < TIME.THIN then
           j = j + 1
@@ -558,11 +569,11 @@ function TIME:page(room, after, newest)
   local after_at, after_m = string.sub(after, 1, INSTANT_WIDTH), string.sub(after, INSTANT_WIDTH + 1)
   local starts
   if newest then
-    local from = after == "" and "+" or "[" .. after_at
+    local from = after == "" and "(~" or "[" .. after_at
     starts = redis.call("ZREVRANGEBYLEX", index, from, "-", "LIMIT", "0", TIME.PAGE_BUCKETS)
   else
     local holding = after ~= "" and self:holding(after_at)
-    starts = redis.call("ZRANGEBYLEX", index, holding and "[" .. holding or "-", "+", "LIMIT", "0", TIME.PAGE_BUCKETS)
+    starts = redis.call("ZRANGEBYLEX", index, holding and "[" .. holding or "-", "(~", "LIMIT", "0", TIME.PAGE_BUCKETS)
   end
   for _, start in ipairs(starts) do
     if not named(self:key(start)) then
