@@ -42,6 +42,8 @@ from agentplane_redis.keys import bucket_hash
 BUCKET_LOAD = 128
 #: Members a sorted-set bucket holds on average (its listpack holds 128).
 ZSET_LOAD = 48
+#: Members a time bucket holds, the span following the rate (48 to 64).
+TIME_LOAD = 56
 INSTANT = 10**15 + 1767225600000
 #: ``memory.py``'s payload as a row holds it. A candidate whose rows carry it
 #: (``CARRY_PAYLOAD``) has its bytes taken off, as ``memory.py`` does; the others
@@ -188,7 +190,7 @@ def _key_hash(e: dict[str, bytes]) -> bytes:
 
 
 def w_election_in_key_buckets(p: Any, i: int, n: int) -> None:
-    """The shipped layout (``docs/keys.md``): key rows (each carrying its wait's
+    """The layout before the time buckets: key rows (each carrying its wait's
     attributes) and registration order tenant-wide; the election entry in the key
     bucket of (kind, key), its member the key's hash (8 hex digits), "~", no
     sender, created_at and the wait's id."""
@@ -200,20 +202,25 @@ def w_election_in_key_buckets(p: Any, i: int, n: int) -> None:
 
 
 def w_election_bucketed(p: Any, i: int, n: int) -> None:
-    """The shipped key rows (each carrying its wait's attributes), tenant-wide;
-    the election in buckets by a hash of (kind, key), each member that hash's 16
-    hex digits, created_at and the wait's id (within 64 bytes); registration
-    order in buckets of created_at (``ZSET_LOAD`` waits a bucket, one
-    tenant-wide entry a bucket naming it), an unsubscribe leaving its entry for a
-    pass that drops it. Parking a winner of several keys, unsubscribing or
-    closing an unparked wait, and ``waiting`` learn the buckets first."""
+    """The shipped layout (``docs/keys.md``): key rows (each carrying its wait's
+    attributes), tenant-wide; the election entry in the key bucket of (kind,
+    key); registration order in time buckets of created_at (``TIME_LOAD`` waits
+    a bucket, one index entry and one count a bucket), each member the wait's id
+    and key scored by its instant within the bucket."""
     w = wait_ids(i, False)
     p.zadd("wait:key", {w["wid"] + w["kind"] + b"0f  " + w["nv"] + w["at"]: 0})
-    h = _key_hash(w)
-    p.zadd(f"wait:match:{int(h, 16) % max(1, n // ZSET_LOAD)}", {h + b" " + w["at"] + w["wid"]: 0})
-    if i % ZSET_LOAD == 0:
-        p.zadd("wait:order:buckets", {b"%d" % (i // ZSET_LOAD): 0})
-    p.zadd(f"wait:order:{i // ZSET_LOAD}", {w["at"] + w["wid"] + w["nv"]: 0})
+    h = bucket_hash(w["kind"] + w["nv"])
+    p.zadd(f"event:key:{h % max(1, n // 16)}", {b"%08x~ " % h + w["at"] + w["wid"]: 0})
+    _time_entry(p, "wait:order", w["wid"] + w["nv"], i)
+
+
+def _time_entry(p: Any, family: str, member: bytes, i: int) -> None:
+    """A member of item i in the time buckets of ``family``, one item a millisecond."""
+    start = i - i % TIME_LOAD
+    if i == start:
+        p.zadd(f"{family}:index", {b"%016d" % start: 0})
+        p.hset(family, b"%016d" % start, TIME_LOAD)
+    p.zadd(f"{family}:{start}", {member: i - start})
 
 
 def e_today_like(p: Any, i: int, n: int) -> None:
@@ -328,15 +335,13 @@ def e_search_bucketed(p: Any, i: int, n: int) -> None:
 
 
 def e_orders_bucketed(p: Any, i: int, n: int) -> None:
-    """As e_search_bucketed, the live order in buckets of received_at
-    (``ZSET_LOAD`` events a bucket, and one tenant-wide entry a bucket naming
-    it): a claim leaves its entry behind for the sweep, which passes it in
-    time order; the sweep and the listings learn the buckets first."""
+    """The shipped layout (``docs/keys.md``): as e_search_bucketed, the live
+    order in time buckets of received_at (``TIME_LOAD`` events a bucket, one
+    index entry and one count a bucket), each member the event's id scored by
+    its instant within the bucket."""
     e = event_ids(i, False)
     p.hset("event", e["eid"], _e_shipped_row(e))
-    if i % ZSET_LOAD == 0:
-        p.zadd("event:live:buckets", {b"%d" % (i // ZSET_LOAD): 0})
-    p.zadd(f"event:live:{i // ZSET_LOAD}", {e["at"] + e["eid"]: 0})
+    _time_entry(p, "event:live", e["eid"], i)
     _search_entry(p, e, i, n)
 
 
@@ -373,12 +378,12 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     ),
     "wait: rows tenant-wide, the rest in buckets, interned": (w_rows_wide, "two-step", 200),
     "wait: all in buckets": (w_bucketed, "two-step", 200),
-    "wait: key rows and order; election in key buckets (shipped)": (
+    "wait: key rows and order; election in key buckets (before time buckets)": (
         w_election_in_key_buckets,
         "two-step",
         200,
     ),
-    "wait: key rows; election in key buckets, order in time": (
+    "wait: key rows; election in key buckets, order in time buckets (shipped)": (
         w_election_bucketed,
         "two-step",
         200,
@@ -393,8 +398,16 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
     "event: all in buckets": (e_bucketed, "two-step", 250),
     "event: all in buckets, interned": (e_bucketed_interned, "two-step", 250),
     "event: all in buckets, rows carrying the payload": (e_bucketed_payload, "two-step", 250),
-    "event: the row; claim search in key buckets (shipped)": (e_search_bucketed, "two-step", 250),
-    "event: the row; both orders in buckets": (e_orders_bucketed, "two-step", 250),
+    "event: the row; claim search in key buckets (before time buckets)": (
+        e_search_bucketed,
+        "two-step",
+        250,
+    ),
+    "event: the row; claim search in key buckets, live order in time buckets (shipped)": (
+        e_orders_bucketed,
+        "two-step",
+        250,
+    ),
 }
 
 

@@ -548,17 +548,6 @@ function TIME:apply(slot, add)
   end
 end
 
--- Whether a sorts before b byte by byte (Lua's < on strings follows the locale).
-function TIME.before(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return #a < #b
-end
-
 -- One step of a listing, at most TIME.PAGE_BUCKETS buckets: up to room
 -- members as instant . member, oldest first (newest: newest first), after
 -- the cursor (one of those, "" to start), passing over those that left;
@@ -601,7 +590,7 @@ function TIME:page(room, after, newest)
         break
       end
       local m, score = got[i], got[i + 1]
-      if score ~= from or (m ~= after_m and TIME.before(m, after_m) == newest) then
+      if score ~= from or (m ~= after_m and bytes_lt(m, after_m) == newest) then
         seen = instant_key(tonumber(start) + tonumber(score) - 1e15) .. m
         if not TIME.listed(left, m) then
           members[#members + 1] = seen
