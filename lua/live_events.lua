@@ -20,8 +20,8 @@
 --@include _lib/events.lua
 
 return guard(function()
-  local members, more = TIME.live:page(bounded(ARGV[1]), ARGV[2], ARGV[3] == "newest")
-  local out = listed_rows(members, "live")
+  local eids, ats, more = TIME.live:page(bounded(ARGV[1]), ARGV[2], ARGV[3] == "newest")
+  local out = listed_rows(eids, "live", ats)
   if more then
     -- Its buckets ran out before its room: the next step goes on from the last seen.
     out[1], out[2] = "MORE", out[1] == "MORE" and out[2] or more

@@ -19,17 +19,19 @@
 
 return guard(function()
   local limit = bounded(ARGV[1])
-  local members, more = TIME.order:page(limit, ARGV[2], false)
+  local members, ats, more = TIME.order:page(limit, ARGV[2], false)
   local parts, wids = {}, {}
   for i, m in ipairs(members) do
-    parts[i] = take(m, INSTANT_WIDTH + 1, 4)
+    parts[i] = take(m, 1, 4)
     if not parts[i] then
       corrupt("wait key", m, "bad member")
     end
     wids[i] = parts[i][1] .. parts[i][2]
   end
-  -- Read-only: Python decodes and checks the attributes text.
-  local out, rows = { more and "MORE" or "OK", more or members[#members] or "" }, {}
+  -- Read-only: Python decodes and checks the attributes text. The cursor: the
+  -- last row's instant and member.
+  local last = #members > 0 and ats[#ats] .. members[#members] or ""
+  local out, rows = { more and "MORE" or "OK", more or last }, {}
   for i, wid in ipairs(wids) do
     if rows[wid] == nil then
       local attrs = wait_read(wid)

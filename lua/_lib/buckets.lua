@@ -549,10 +549,12 @@ function TIME:apply(slot, add)
 end
 
 -- One step of a listing, at most TIME.PAGE_BUCKETS buckets: up to room
--- members as instant . member, oldest first (newest: newest first), after
--- the cursor (one of those, "" to start), passing over those that left;
--- and, when its buckets ran out before its room, the cursor to go on from.
--- The buckets it reads and did not name are answered NEED.
+-- members, oldest first (newest: newest first), after the cursor (instant .
+-- member of one of them, "" to start), passing over those that left, with
+-- the instant (16 digits) of each; and, when its buckets ran out before its
+-- room, the cursor to go on from. The buckets it reads and did not name are
+-- answered NEED. (Members are not joined to their instants: Redis hashes
+-- every byte of a string Lua makes, and a member may hold 64 KiB of keys.)
 function TIME:page(room, after, newest)
   local index = K[self.index]
   local after_at, after_m = string.sub(after, 1, INSTANT_WIDTH), string.sub(after, INSTANT_WIDTH + 1)
@@ -570,16 +572,22 @@ function TIME:page(room, after, newest)
     end
   end
   need_checked()
-  local members, seen = {}, nil
+  local members, ats, seen, seen_at = {}, {}, nil, nil
   for _, start in ipairs(starts) do
     local left, bucket = self:left(start), self:key(start)
+    local gone = {}
+    if left.n > 0 then
+      for m in string.gmatch(left.list, "([^\n]*)\n") do
+        gone[m] = true
+      end
+    end
     -- From the cursor's score on, those of its instant up to it passed over.
     local from, ties = nil, 0
     if after ~= "" then
       from = string.format("%.0f", tonumber(after_at) - tonumber(start))
       ties = redis.call("ZCOUNT", bucket, from, from)
     end
-    local limit, got = room + left.n + ties, nil
+    local limit, got = room - #members + left.n + ties, nil
     if newest then
       got = redis.call("ZREVRANGEBYSCORE", bucket, from or "+inf", "-inf", "WITHSCORES", "LIMIT", "0", limit)
     else
@@ -591,9 +599,9 @@ function TIME:page(room, after, newest)
       end
       local m, score = got[i], got[i + 1]
       if score ~= from or (m ~= after_m and bytes_lt(m, after_m) == newest) then
-        seen = instant_key(tonumber(start) + tonumber(score) - 1e15) .. m
-        if not TIME.listed(left, m) then
-          members[#members + 1] = seen
+        seen, seen_at = m, instant_key(tonumber(start) + tonumber(score) - 1e15)
+        if not gone[m] then
+          members[#members + 1], ats[#ats + 1] = m, seen_at
         end
       end
     end
@@ -602,7 +610,7 @@ function TIME:page(room, after, newest)
     end
   end
   if #members < room and #starts == TIME.PAGE_BUCKETS and seen then
-    return members, seen
+    return members, ats, seen_at .. seen
   end
-  return members, nil
+  return members, ats, nil
 end

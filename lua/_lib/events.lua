@@ -486,27 +486,30 @@ end
 -- payloads at max_payload_bytes stays within the contract's server time.
 local LIST_BYTES = 1048576
 
--- A listing step's reply for members "instant . eid" of the index of rows in state:
+-- A listing step's reply for members "instant . eid" of the index of rows in
+-- state (or, with ats, eids and their instants, a time bucket page's):
 -- {"OK" | "MORE", last member listed ("" for none), eid, row as stored, ...}, the
 -- rows read up to LIST_BYTES (MORE: stopped there; call again after the last).
 -- Read-only: rows go back as stored, each beside its eid rather than joined to
 -- it (a string made is a pass over its bytes), and Python decodes and checks
 -- every field.
-local function listed_rows(members, state)
-  local out, size = { "OK", "" }, 0
+local function listed_rows(members, state, ats)
+  local out, size, last = { "OK", "" }, 0, 0
   for i, m in ipairs(members) do
     if size >= LIST_BYTES then
       out[1] = "MORE"
       break
     end
-    local eid = eid_after(m, 0)
+    local eid = ats and m or eid_after(m, 0)
     local raw = redis.call("HGET", K.events, eid)
     if not raw or row_state(raw) ~= state then
       corrupt("index", m, state .. " index names a row that is not " .. state)
     end
     out[2 * i + 1], out[2 * i + 2] = eid, raw
-    out[2] = m
-    size = size + #raw
+    size, last = size + #raw, i
+  end
+  if last > 0 then -- the cursor: the last row's member (ats: instant . eid)
+    out[2] = ats and ats[last] .. members[last] or members[last]
   end
   return out
 end
