@@ -289,6 +289,7 @@ function TIME.family(counts, index, field, suffix, letter, span_letter, counted)
   local methods = { "state", "span_item", "store", "key", "need", "holding", "place", "left" }
   methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "slot", "tidy", "count"
   methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "fit", "apply", "page"
+  methods[#methods + 1] = "remove_all"
   for i = 1, #methods do -- (a library's load has no ipairs)
     family[methods[i]] = TIME[methods[i]]
   end
@@ -353,11 +354,18 @@ end
 
 -- The start of the bucket holding members of instant r (16 digits), or nil.
 function TIME:holding(r)
-  local newest = self:state().newest
+  local st = self:state()
+  local newest = st.newest
   if newest and tonumber(newest) <= tonumber(r) then
     return newest
   end
-  return redis.call("ZREVRANGEBYLEX", K[self.index], "[" .. r, "-", "LIMIT", "0", "1")[1]
+  -- (The key rows of one wait share their instant: one read for them all.)
+  local held = st.held or {}
+  st.held = held
+  if held[r] == nil then
+    held[r] = redis.call("ZREVRANGEBYLEX", K[self.index], "[" .. r, "-", "LIMIT", "0", "1")[1] or false
+  end
+  return held[r] or nil
 end
 
 -- Where a member of instant r joins: the bucket's start, and whether it
@@ -486,6 +494,36 @@ function TIME:fit(bucket, start, score)
     local last = tonumber(start) + tonumber(redis.call("ZRANGE", bucket, -1, -1, "WITHSCORES")[2])
     local ends = math.min(last - last % 2 ^ fit + 2 ^ fit, tonumber(st.ends))
     self:store(fit, start, string.format("%016.0f", ends))
+  end
+end
+
+-- Removes slots (after need_checked), a few commands a bucket: the key rows
+-- of a wait of many keys leave their bucket together.
+function TIME:remove_all(slots)
+  local by, starts = {}, {}
+  for _, slot in ipairs(slots) do
+    local group = by[slot.start]
+    if not group then
+      group = { key = slot.key, members = {} }
+      by[slot.start], starts[#starts + 1] = group, slot.start
+    end
+    group.members[#group.members + 1] = slot.member
+  end
+  local counts = K[self.counts]
+  for _, start in ipairs(starts) do
+    local group = by[start]
+    if group.key then
+      local gone = self:tidy(group.key, start)
+      zrem_all(group.key, group.members)
+      self:count(start, -(gone + #group.members))
+    else
+      local b = self:left(start)
+      b.list, b.n = b.list .. table.concat(group.members, "\n") .. "\n", b.n + #group.members
+      redis.call("HSET", counts, "g" .. start, b.list)
+    end
+  end
+  if self.counted and #slots > 0 then
+    redis.call("HINCRBY", counts, "", -#slots)
   end
 end
 

@@ -295,10 +295,15 @@ local function retire_wait(wid, attrs, rows)
   if not attrs then
     return 0
   end
-  for _, row in ipairs(TIME.order.checked(wid, rows)) do
-    need_checked()
+  rows = TIME.order.checked(wid, rows)
+  need_checked()
+  local slots = {}
+  for i, row in ipairs(rows) do
+    slots[i] = row.order
+  end
+  TIME.order:remove_all(slots)
+  for _, row in ipairs(rows) do
     redis.call("ZREM", K.wait_keys, row.m)
-    TIME.order:apply(row.order, false)
     if not parked then -- a parked wait's rows are out of the election indexes
       local bucket, m = election_entry(attrs, row.nv, row.at, wid)
       need_checked()
