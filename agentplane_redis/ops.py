@@ -228,11 +228,13 @@ class Context:
     ) -> Plan[Any]:
         """One call of a script with key buckets: those of ``kind``'s keys (``pairs``:
         namespace, value, ...) and of ``also``'s (kind, pairs), the two the next
-        split writes when ``split``, and whatever buckets the server answers
-        ``NEED`` for (the buckets of keys of rows the call is to touch, or of a
-        geometry that grew since this store last learned it), which it does before
-        writing anything. A script with a timer bucket gets the bucket of ``run``,
-        and is called again after ``BUCKETS``; its ``args`` may depend on the timer
+        split writes when ``split``, the time buckets of the call's instant for
+        the scripts that place their members (``TIME_FAMILIES``), and whatever
+        buckets the server answers ``NEED`` for (the buckets of keys of rows the
+        call is to touch, of a geometry that grew since this store last learned
+        it, or time buckets), which it does before writing anything. A script
+        with a timer bucket gets the bucket of ``run``, and is called again after
+        ``BUCKETS``; its ``args`` may depend on the timer
         buckets' geometry: then it gives the arguments and the further keys for it,
         which go first."""
         needed: set[int] = set()

@@ -348,8 +348,12 @@ end
 local function live_apply(acc, add)
   need_checked()
   local apply = add and zadd_all or zrem_all
-  for _, slot in ipairs(acc.slots) do
-    TIME.live:apply(slot, add)
+  if add then
+    for _, slot in ipairs(acc.slots) do
+      TIME.live:apply(slot, true)
+    end
+  else
+    TIME.live:remove_all(acc.slots)
   end
   for _, bucket in ipairs(acc.buckets) do
     apply(bucket, acc.by_bucket[bucket])
@@ -363,12 +367,12 @@ local function live_index(eid, f, add, entries)
   entries = entries or live_entries_of(eid, f, nil, add)
   need_checked()
   TIME.live:apply(entries.live, add)
-  local command = add and "ZADD" or "ZREM"
   for _, e in ipairs(entries) do
+    local bucket = e[1]
     if add then
-      redis.call(command, e[1], "0", e[2])
+      redis.call("ZADD", bucket, "0", e[2])
     else
-      redis.call(command, e[1], e[2])
+      redis.call("ZREM", bucket, e[2])
     end
   end
 end
