@@ -41,10 +41,7 @@ return guard(function()
     need_checked()
   end
   -- Rows that left the bucket are passed over (and dropped from it below).
-  local left, gone = TIME.live:left(start), {}
-  for m in string.gmatch(left.list, "([^\n]*)\n") do
-    gone[m] = true
-  end
+  local left, gone = TIME.live:left(start), TIME.live:gone(start)
   -- Its eids scored by received_at less its start, up to the cutoff's.
   local upto = string.format("%.0f", tonumber(instant_key(older_than)) - tonumber(start))
   local found = redis.call("ZRANGEBYSCORE", key, "-inf", upto, "LIMIT", "0", batch + left.n)

@@ -289,7 +289,7 @@ function TIME.family(counts, index, field, suffix, letter, span_letter, counted)
   local methods = { "state", "span_item", "store", "key", "need", "holding", "place", "left" }
   methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "slot", "tidy", "count"
   methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "fit", "apply", "page"
-  methods[#methods + 1] = "remove_all"
+  methods[#methods + 1], methods[#methods + 2] = "remove_all", "gone"
   for i = 1, #methods do -- (a library's load has no ipairs)
     family[methods[i]] = TIME[methods[i]]
   end
@@ -438,6 +438,15 @@ function TIME:slot(r, member, add)
   return slot
 end
 
+-- The members on the left list of the bucket at start, as a set.
+function TIME:gone(start)
+  local set = {}
+  for m in string.gmatch(self:left(start).list, "([^\n]*)\n") do
+    set[m] = true
+  end
+  return set
+end
+
 -- Where the left list b holds member m (its position), or nil.
 function TIME.listed(b, m)
   return string.find("\n" .. b.list, "\n" .. m .. "\n", 1, true)
@@ -529,60 +538,51 @@ end
 
 -- Adds or removes a slot (after need_checked).
 function TIME:apply(slot, add)
-  local start, bucket, counts, st = slot.start, slot.key, K[self.counts], self:state()
-  if add then
-    if slot.open then
-      local before, j = st.newest, st.span
-      redis.call("ZADD", K[self.index], "0", start)
-      if not before then -- the family's first bucket (again)
-        redis.call("ZADD", K[self.index], "0", TIME.SENTINEL)
-        redis.call("HSET", counts, "~", TIME.SENTINEL)
-      end
-      if not before or tonumber(before) < tonumber(start) then
-        if before and j < TIME.MAX_SPAN and tonumber(redis.call("HGET", counts, before) or "0") < TIME.THIN then
-          j = j + 1
-        end
-        -- Its end: the next start of its span, a multiple of every span after
-        -- it until the next bucket opens (a span only shrinks meanwhile).
-        local sn, span = tonumber(start), 2 ^ j
-        self:store(j, start, string.format("%016.0f", sn - sn % span + span))
-      end
-    end
-    if redis.call("ZADD", bucket, slot.score, slot.member) == 0 then
-      -- It left and comes back (a release, a revival) before its bucket was
-      -- tidied: off the left list, the entry stays.
-      local b = self:left(start)
-      local at = TIME.listed(b, slot.member)
-      if not at then
-        corrupt("index", slot.member, "a bucket of " .. self.field .. " holds it twice")
-      end
-      b.list = string.sub(b.list, 1, at - 1) .. string.sub(b.list, at + #slot.member + 1)
-      b.n = b.n - 1
-      if b.n == 0 then
-        redis.call("HDEL", counts, "g" .. start)
-      else
-        redis.call("HSET", counts, "g" .. start, b.list)
-      end
-    else
-      local entries = self:count(start, 1)
-      if entries >= TIME.FULL and entries % 16 == 0 and start == st.newest then
-        self:fit(bucket, start, slot.score)
-      end
-    end
-    if self.counted then
-      redis.call("HINCRBY", counts, "", 1)
-    end
+  if not add then
+    self:remove_all({ slot })
     return
   end
-  if bucket then
-    self:count(start, -(self:tidy(bucket, start) + redis.call("ZREM", bucket, slot.member)))
-  else
+  local start, bucket, counts, st = slot.start, slot.key, K[self.counts], self:state()
+  if slot.open then
+    local before, j = st.newest, st.span
+    redis.call("ZADD", K[self.index], "0", start)
+    if not before then -- the family's first bucket (again)
+      redis.call("ZADD", K[self.index], "0", TIME.SENTINEL)
+      redis.call("HSET", counts, "~", TIME.SENTINEL)
+    end
+    if not before or tonumber(before) < tonumber(start) then
+      if before and j < TIME.MAX_SPAN and tonumber(redis.call("HGET", counts, before) or "0") < TIME.THIN then
+        j = j + 1
+      end
+      -- Its end: the next start of its span, a multiple of every span after
+      -- it until the next bucket opens (a span only shrinks meanwhile).
+      local sn, span = tonumber(start), 2 ^ j
+      self:store(j, start, string.format("%016.0f", sn - sn % span + span))
+    end
+  end
+  if redis.call("ZADD", bucket, slot.score, slot.member) == 0 then
+    -- It left and comes back (a release, a revival) before its bucket was
+    -- tidied: off the left list, the entry stays.
     local b = self:left(start)
-    b.list, b.n = b.list .. slot.member .. "\n", b.n + 1
-    redis.call("HSET", counts, "g" .. start, b.list)
+    local at = TIME.listed(b, slot.member)
+    if not at then
+      corrupt("index", slot.member, "a bucket of " .. self.field .. " holds it twice")
+    end
+    b.list = string.sub(b.list, 1, at - 1) .. string.sub(b.list, at + #slot.member + 1)
+    b.n = b.n - 1
+    if b.n == 0 then
+      redis.call("HDEL", counts, "g" .. start)
+    else
+      redis.call("HSET", counts, "g" .. start, b.list)
+    end
+  else
+    local entries = self:count(start, 1)
+    if entries >= TIME.FULL and entries % 16 == 0 and start == st.newest then
+      self:fit(bucket, start, slot.score)
+    end
   end
   if self.counted then
-    redis.call("HINCRBY", counts, "", -1)
+    redis.call("HINCRBY", counts, "", 1)
   end
 end
 
@@ -613,12 +613,7 @@ function TIME:page(room, after, newest)
   local members, ats, seen, seen_at = {}, {}, nil, nil
   for _, start in ipairs(starts) do
     local left, bucket = self:left(start), self:key(start)
-    local gone = {}
-    if left.n > 0 then
-      for m in string.gmatch(left.list, "([^\n]*)\n") do
-        gone[m] = true
-      end
-    end
+    local gone = self:gone(start)
     -- From the cursor's score on, those of its instant up to it passed over.
     local from, ties = nil, 0
     if after ~= "" then
