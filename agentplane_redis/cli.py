@@ -855,9 +855,9 @@ def locate_event_command(obj: Context, source: str, event_id: str) -> None:
     print_commands(obj, lines)
 
 
-def key_geometry(store: RedisStore) -> Geometry:
-    """The key buckets' geometry as the server holds it."""
-    stored = store.client.hget(store.keys.key("geometry"), "key")
+def key_geometry(store: RedisStore, family: str = "key") -> Geometry:
+    """The key buckets' geometry (or another family's) as the server holds it."""
+    stored = store.client.hget(store.keys.key("geometry"), family)
     return Geometry.parse(stored) if stored else Geometry()
 
 
@@ -876,7 +876,17 @@ def locate_wait_command(obj: Context, run: str, effect: str) -> None:
         s = found.subscription
         pairs = [(k.namespace, k.value) for k in s.correlation]
         electable = (s.kind, s.from_source, pairs)
-    print_commands(obj, locate_wait(store.keys, run, effect, electable, key_geometry(store)))
+    print_commands(
+        obj,
+        locate_wait(
+            store.keys,
+            run,
+            effect,
+            electable,
+            key_geometry(store),
+            wait_geometry=key_geometry(store, "wait"),
+        ),
+    )
 
 
 @locate_group.command("timer")

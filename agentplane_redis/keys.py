@@ -46,7 +46,9 @@ ROLES: dict[str, str] = {
     "consumed": "event:consumed",  # lex   instant . eid
     # waits
     "wait_count": "wait:count",  # string  registered waits
-    "wait_keys": "wait:key",  # lex   run effect attrs ns value . instant
+    # a registered wait's row, in the wait bucket of its run (by a hash of the
+    # run, like timer buckets; named after a script's roles like key buckets)
+    "wait_bucket": "wait:<bucket>",  # hash  wid -> attrs (ns value . instant)...
     # key rows in registration order, in time buckets by created_at
     # (wait:order:<start>), like the live order
     "wait_order": "wait:order",  # hash  start -> entries; g start -> left
@@ -80,7 +82,7 @@ ROLES: dict[str, str] = {
 #: Roles whose key depends on the call: the bucket of a run (``TenantKeys.timer_bucket``),
 #: and the buckets of correlation keys (``TenantKeys.key_bucket``), which follow a
 #: script's roles rather than hold a place among them.
-BUCKETED = frozenset({"timer_bucket", "key_bucket"})
+BUCKETED = frozenset({"timer_bucket", "key_bucket", "wait_bucket"})
 
 #: The buckets a tenant starts with. A run's timers share one bucket, chosen by a
 #: hash of the run; the buckets split one at a time (linear hashing) as the
@@ -211,6 +213,20 @@ class TenantKeys:
         election entries, by correlation key (``docs/keys.md``, "Key buckets")."""
         return f"{self.tag}:event:key:{n}"
 
+    def wait_bucket(self, n: int) -> str:
+        """Wait bucket ``n``: the rows of the waits of the runs whose bucket it is
+        (``docs/keys.md``, "Wait buckets")."""
+        return f"{self.tag}:wait:{n}"
+
+    def wait_buckets(self, geometry: Geometry = Geometry()) -> list[str]:
+        """Every wait bucket of the tenant, with ``geometry``'s buckets."""
+        return [self.wait_bucket(n) for n in range(geometry.count)]
+
+    def wait_split(self, geometry: Geometry) -> list[str]:
+        """The two wait buckets the next split of ``geometry`` writes."""
+        n = geometry.split
+        return [self.wait_bucket(n), self.wait_bucket(n + (BUCKET_BASE << geometry.level))]
+
     def time_bucket(self, suffix: str, start: str) -> str:
         """The time bucket of the family ``suffix`` (``event:live``, ``wait:order``)
         opened at ``start`` (an instant's 16 digits): its members of instants from
@@ -242,12 +258,21 @@ class TenantKeys:
         return f"~{PREFIX}:{{{glob_escape(self.tenant)}}}:*"
 
     def all(
-        self, geometry: Geometry = Geometry(), key_geometry: Geometry = Geometry()
+        self,
+        geometry: Geometry = Geometry(),
+        key_geometry: Geometry = Geometry(),
+        wait_geometry: Geometry = Geometry(),
     ) -> list[str]:
-        """Every key of the tenant: the fixed ones, then the timer buckets of
-        ``geometry`` and the key buckets of ``key_geometry``."""
+        """Every key of the tenant but its time buckets: the fixed ones, then the
+        timer buckets of ``geometry``, the key buckets of ``key_geometry`` and the
+        wait buckets of ``wait_geometry``."""
         fixed = [self.key(role) for role in ROLES if role not in BUCKETED]
-        return fixed + self.timer_buckets(geometry) + self.key_buckets(key_geometry)
+        return (
+            fixed
+            + self.timer_buckets(geometry)
+            + self.key_buckets(key_geometry)
+            + self.wait_buckets(wait_geometry)
+        )
 
 
 def bucket_hash(run: str | bytes) -> int:
@@ -446,16 +471,19 @@ def locate_wait(
     effect: str,
     electable: tuple[str, str | None, Sequence[tuple[str, str]]] | None = None,
     key_geometry: Geometry = Geometry(),
+    *,
+    wait_geometry: Geometry = Geometry(),
 ) -> list[str]:
-    """The redis-cli commands that read one wait's key rows (which carry its
-    attributes) and mark, and, for an unparked wait of an unsealed run
-    (``electable``: its kind, from_source and correlation keys), the election
-    entries under each key (with the buckets of ``key_geometry``), its own among
-    them."""
+    """The redis-cli commands that read one wait's row (its attributes, then its
+    keys, each with its registration time) in the wait bucket of its run (with
+    the buckets of ``wait_geometry``) and its mark, and, for an unparked wait of
+    an unsealed run (``electable``: its kind, from_source and correlation keys),
+    the election entries under each key (with the buckets of ``key_geometry``),
+    its own among them."""
     wid = tuple_member((run, effect))
     lines = [
-        redis_cli("ZRANGEBYLEX", keys.key("wait_keys"), b"[" + wid, b"(" + wid + b"\xff")
-        + "   # its key rows: attributes, key, registered at",
+        redis_cli("HGET", keys.wait_bucket(wait_geometry.bucket(run)), wid)
+        + "   # its row: attributes, then each key and when it was registered",
         redis_cli("HGET", keys.key("marks"), wid)
         + "   # if parked: since (ms), then the event it holds, if any",
     ]

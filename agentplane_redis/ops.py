@@ -140,6 +140,10 @@ class Context:
     _key_geometry: list[Geometry] = field(
         default_factory=lambda: [Geometry()], init=False, repr=False, compare=False
     )
+    #: The wait buckets' geometry as the server last gave it (a ``NEED`` reply).
+    _wait_geometry: list[Geometry] = field(
+        default_factory=lambda: [Geometry()], init=False, repr=False, compare=False
+    )
     #: The kind and keys of the waits this store registered, by run and effect, so
     #: that retiring one names its key buckets at once (a hint: a wait registered
     #: elsewhere, or with keys added elsewhere, costs a ``NEED`` and a call more).
@@ -165,6 +169,10 @@ class Context:
     @property
     def key_geometry(self) -> Geometry:
         return self._key_geometry[0]
+
+    @property
+    def wait_geometry(self) -> Geometry:
+        return self._wait_geometry[0]
 
     def time_now(self, family: TimeFamily, at: Arg = "") -> list[str]:
         """The bucket of ``family`` a member of instant ``at`` (ms, a script's
@@ -225,6 +233,8 @@ class Context:
         split: bool = False,
         run: str | None = None,
         also: Sequence[tuple[str, Sequence[str]]] = (),
+        waits: Sequence[str] = (),
+        registers: bool = False,
     ) -> Plan[Any]:
         """One call of a script with key buckets: those of ``kind``'s keys (``pairs``:
         namespace, value, ...) and of ``also``'s (kind, pairs), the two the next
@@ -236,11 +246,15 @@ class Context:
         with a timer bucket gets the bucket of ``run``, and is called again after
         ``BUCKETS``; its ``args`` may depend on the timer
         buckets' geometry: then it gives the arguments and the further keys for it,
-        which go first."""
+        which go first. The wait buckets of ``waits`` (runs) are named too, and
+        the two the next split of the wait buckets writes when the call
+        ``registers`` a wait."""
         needed: set[int] = set()
+        needed_waits: set[int] = set()
         times: list[str] = []
         for _ in range(_REGROWN_TRIES):
             g = self.key_geometry
+            wg = self.wait_geometry
             call_args, more = args(self.geometry) if callable(args) else (args, ())
             numbers = {
                 g.bucket_of(key_hash(k, p[i], p[i + 1]))
@@ -250,6 +264,10 @@ class Context:
             more = [*more, *(self.keys.key_bucket(n) for n in sorted(numbers | needed))]
             if split:
                 more += [k for k in self.keys.key_split(g) if k not in more]
+            wanted = {wg.bucket(r) for r in waits} | needed_waits
+            more += [self.keys.wait_bucket(n) for n in sorted(wanted)]
+            if registers:
+                more += [k for k in self.keys.wait_split(wg) if k not in more]
             for family in TIME_FAMILIES:
                 if script in family.placed:
                     more += [k for k in self.time_now(family, call_args[0]) if k not in times]
@@ -265,6 +283,14 @@ class Context:
                 for item in (text(n) for n in reply[2:]):
                     if item[:1].isdigit():
                         needed.add(int(item))
+                    elif item[:1] == "W":
+                        needed_waits.add(int(item[1:]))
+                    elif item[:1] == "V":
+                        learned = Geometry.parse(item[1:])
+                        if learned != wg:
+                            self._wait_geometry[0] = learned
+                            items = (text(i) for i in reply[2:])
+                            needed_waits = {int(i[1:]) for i in items if i[:1] == "W"}
                     for family in TIME_FAMILIES:
                         if item[:1] == family.letter:
                             times.append(self.keys.time_bucket(family.suffix, item[1:]))
@@ -441,7 +467,17 @@ def subscribe(ctx: Context, sub: Subscription, *, at: datetime | None = None) ->
     args = codec.subscription_args(sub, ctx.max_correlation_keys)
     call_args = [ctx.at("at", at), *args]
     codec.check_status(
-        (yield from ctx.keyed("subscribe", call_args, args[2], args[7:], split=True))
+        (
+            yield from ctx.keyed(
+                "subscribe",
+                call_args,
+                args[2],
+                args[7:],
+                split=True,
+                waits=args[:1],
+                registers=True,
+            )
+        )
     )
     ctx.remember_wait(args[0], args[1], args[2], args[7:])
 
@@ -451,7 +487,9 @@ def claim_for(
 ) -> Plan[BufferedEvent | None]:
     """Claim the oldest eligible buffered event for the wait, or recover its own claim."""
     args = codec.subscription_args(sub, ctx.max_correlation_keys)
-    reply = yield from ctx.keyed("claim_for", [ctx.at("at", at), *args], args[2], args[7:])
+    reply = yield from ctx.keyed(
+        "claim_for", [ctx.at("at", at), *args], args[2], args[7:], waits=args[:1]
+    )
     return (yield from _claim(ctx, reply))
 
 
@@ -460,7 +498,9 @@ def wait(
 ) -> Plan[BufferedEvent | None]:
     """subscribe, then claim_for, in one step with one instant."""
     args = codec.subscription_args(sub, ctx.max_correlation_keys)
-    reply = yield from ctx.keyed("wait", [ctx.at("at", at), *args], args[2], args[7:])
+    reply = yield from ctx.keyed(
+        "wait", [ctx.at("at", at), *args], args[2], args[7:], waits=args[:1], registers=True
+    )
     ctx.remember_wait(args[0], args[1], args[2], args[7:])
     return (yield from _claim(ctx, reply))
 
@@ -497,7 +537,9 @@ def deliver_to(
     """Targeted delivery of a continuation addressed to run."""
     run = codec.ident("run", run)
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
-    reply = yield from ctx.keyed("deliver_to", [ctx.at("at", at), run, *args], args[2], args[6:])
+    reply = yield from ctx.keyed(
+        "deliver_to", [ctx.at("at", at), run, *args], args[2], args[6:], waits=[run]
+    )
     status = codec.check_status(reply)
     if status == "MATCHED":
         return Matched(codec.subscription_reply(reply[2]))
@@ -508,7 +550,7 @@ def unsubscribe(ctx: Context, run: str, effect: str) -> Plan[None]:
     """Retire the wait and shed the claim made for it."""
     args = [codec.ident("run", run), codec.ident("effect", effect)]
     also = ctx.remembered_waits(args[0], args[1])
-    codec.check_status((yield from ctx.keyed("unsubscribe", args, also=also)))
+    codec.check_status((yield from ctx.keyed("unsubscribe", args, also=also, waits=args[:1])))
 
 
 def _retired(ctx: Context, reply: Sequence[Any]) -> Plan[Retired]:
@@ -520,7 +562,9 @@ def _retired(ctx: Context, reply: Sequence[Any]) -> Plan[Retired]:
 def unsubscribe_run(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Retired]:
     """Retire every wait of a concluded run; release unanswered claims, shed the rest."""
     args = [codec.ident("run", run), *codec.effects(unanswered)]
-    reply = yield from ctx.keyed("unsubscribe_run", args, also=ctx.remembered_waits(args[0]))
+    reply = yield from ctx.keyed(
+        "unsubscribe_run", args, also=ctx.remembered_waits(args[0]), waits=args[:1]
+    )
     codec.check_status(reply)
     return (yield from _retired(ctx, reply))
 
@@ -529,7 +573,13 @@ def park_wait(ctx: Context, sub: Subscription, *, at: datetime | None = None) ->
     """Register the wait as subscribe does and park it."""
     args = codec.subscription_args(sub, ctx.max_correlation_keys)
     call_args = [ctx.at("at", at), *args]
-    codec.check_status((yield from ctx.keyed("park_wait", call_args, args[2], args[7:])))
+    codec.check_status(
+        (
+            yield from ctx.keyed(
+                "park_wait", call_args, args[2], args[7:], waits=args[:1], registers=True
+            )
+        )
+    )
     ctx.remember_wait(args[0], args[1], args[2], args[7:])
 
 
@@ -705,7 +755,7 @@ def lookup(ctx: Context, source: str, id: str) -> Plan[EventRecord | None]:
 def lookup_wait(ctx: Context, run: str, effect: str) -> Plan[WaitRecord | None]:
     """One registered wait, its parked mark and the event it holds; None when unregistered."""
     args = [codec.ident("run", run), codec.ident("effect", effect)]
-    reply = yield ctx.call("lookup_wait", args)
+    reply = yield from ctx.keyed("lookup_wait", args, waits=args[:1])
     if codec.check_status(reply) == "NONE":
         return None
     parked, held = codec.raw(reply[2]), codec.raw(reply[3])
@@ -731,7 +781,8 @@ def seal(ctx: Context, run: str) -> Plan[bool]:
     """Seal the run; True when newly sealed."""
     args = [ctx.at("at", None), codec.ident("run", run)]
     also = ctx.remembered_waits(args[1])  # sealed, its waits leave the election for good
-    return codec.check_status((yield from ctx.keyed("seal", args, run=args[1], also=also))) == "NEW"
+    reply = yield from ctx.keyed("seal", args, run=args[1], also=also, waits=args[1:2])
+    return codec.check_status(reply) == "NEW"
 
 
 def is_sealed(ctx: Context, run: str) -> Plan[bool]:
@@ -744,7 +795,8 @@ def is_sealed(ctx: Context, run: str) -> Plan[bool]:
 def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed]:
     """seal, unsubscribe_run and disarm_run, in one step."""
     args = [ctx.at("at", None), codec.ident("run", run), *codec.effects(unanswered)]
-    reply = yield from ctx.keyed("close", args, run=args[1], also=ctx.remembered_waits(args[1]))
+    also = ctx.remembered_waits(args[1])
+    reply = yield from ctx.keyed("close", args, run=args[1], also=also, waits=args[1:2])
     codec.check_status(reply)
     retired = yield from _retired(ctx, reply)
     return Closed(retired, codec.integer(reply[3]), text(reply[4]) == "1")
@@ -1033,7 +1085,7 @@ def lookup_run(ctx: Context, run: str) -> Plan[RunRecord]:
     """One run's whole state in one step (contract 11): sealed or not, its waits
     (parked or not, the event each holds), its timers with their claims."""
     run = codec.ident("run", run)
-    reply = yield from ctx.bucketed("lookup_run", [run], run)
+    reply = yield from ctx.keyed("lookup_run", [run], run=run, waits=[run])
     codec.check_status(reply)
     sealed = codec.raw(reply[1])
     waits = []

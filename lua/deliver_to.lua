@@ -1,15 +1,14 @@
 -- deliver_to: deliver a continuation to one named run's qualifying wait, or store nothing.
 --
 -- KEYS[1] events: agentplane:{<tenant>}:event
--- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[3] marks: agentplane:{<tenant>}:mark
--- KEYS[4] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[5] seals: agentplane:{<tenant>}:seal
--- KEYS[6] geometry: agentplane:{<tenant>}:buckets
--- KEYS[7] replies: agentplane:{<tenant>}:reply
--- KEYS[8] replies_old: agentplane:{<tenant>}:reply:old
--- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) of the correlation keys
---   the call reads or writes, as many as it names (NEED asks for more)
+-- KEYS[2] marks: agentplane:{<tenant>}:mark
+-- KEYS[3] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[4] seals: agentplane:{<tenant>}:seal
+-- KEYS[5] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[6] replies: agentplane:{<tenant>}:reply
+-- KEYS[7] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the key buckets (agentplane:{<tenant>}:event:key:<bucket>) and the wait buckets
+--   (agentplane:{<tenant>}:wait:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run the event is addressed to
 -- ARGV[3..] event: source, id, kind, payload JSON, minter actor, minter basis ("" none), then (namespace, value) pairs
@@ -24,7 +23,7 @@
 --@include _lib/waits.lua
 --@include _lib/matching.lua
 
--- The wait's key rows (wait_read's) when it qualifies for an event of this
+-- The wait's key rows (wait_parse's) when it qualifies for an event of this
 -- kind and source (both encoded) and key set; else nil.
 local function qualifying_rows(attrs, rows, kind, source, keys)
   if not attrs or attrs[A_KIND] ~= kind or (attrs[A_FROM] ~= TERM and attrs[A_FROM] ~= source) then
@@ -59,8 +58,8 @@ return guard(function()
   local keys, kind, source = nv_set(event.nv), enc(event.kind), enc(event.source)
   for _, w in ipairs(run_waits(run)) do
     if not is_marked(w.wid) then
-      local attrs, all = wait_read(w.wid)
-      local rows = qualifying_rows(attrs, all, kind, source, keys)
+      local attrs = w.attrs
+      local rows = qualifying_rows(attrs, w.rows, kind, source, keys)
       if rows then
         election_checked(attrs, rows) -- parked, it leaves the election
         need_checked()

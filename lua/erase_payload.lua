@@ -4,15 +4,15 @@
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] live_index: agentplane:{<tenant>}:event:live:index
 -- KEYS[4] dead: agentplane:{<tenant>}:event:dead
--- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[6] marks: agentplane:{<tenant>}:mark
--- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[8] seals: agentplane:{<tenant>}:seal
--- KEYS[9] geometry: agentplane:{<tenant>}:buckets
--- KEYS[10] replies: agentplane:{<tenant>}:reply
--- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
--- Then the live buckets (agentplane:{<tenant>}:event:live:<start>) and the key buckets
---   (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
+-- KEYS[5] marks: agentplane:{<tenant>}:mark
+-- KEYS[6] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[7] seals: agentplane:{<tenant>}:seal
+-- KEYS[8] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[9] replies: agentplane:{<tenant>}:reply
+-- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the time buckets (agentplane:{<tenant>}:event:live:<start>), the key buckets
+--   (agentplane:{<tenant>}:event:key:<bucket>) and the wait buckets (agentplane:{<tenant>}:wait:<bucket>) the
+--   call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] source: the event's source
 -- ARGV[2] id: the event's id
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)
@@ -48,10 +48,9 @@ return guard(function()
     for _, w in ipairs(run_waits(run)) do
       local mark = w.wid ~= holder and redis.call("HGET", K.marks, w.wid)
       if mark and not mark_held(mark) then
-        local attrs, rows = wait_read(w.wid)
-        for _, row in ipairs(rows or {}) do
+        for _, row in ipairs(w.rows) do
           if keys[row.nv] then
-            unpark_list[#unpark_list + 1] = { wid = w.wid, attrs = attrs, rows = rows }
+            unpark_list[#unpark_list + 1] = { wid = w.wid, attrs = w.attrs, rows = w.rows }
             break
           end
         end

@@ -1,14 +1,15 @@
 -- lookup_run: one run's whole state, read in one step.
 --
--- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[2] marks: agentplane:{<tenant>}:mark
--- KEYS[3] seals: agentplane:{<tenant>}:seal
--- KEYS[4] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[5] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[6] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
--- KEYS[7] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[8] geometry: agentplane:{<tenant>}:buckets
--- KEYS[9] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[1] marks: agentplane:{<tenant>}:mark
+-- KEYS[2] seals: agentplane:{<tenant>}:seal
+-- KEYS[3] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[4] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[5] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[6] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[7] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[8] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- Then the wait buckets (agentplane:{<tenant>}:wait:<bucket>) the call reads or writes, as many as it names
+--   (NEED asks for more)
 -- ARGV[1] run: the run
 -- Returns: {"OK", sealed_at or "", {{subscription, parked_at or "", held eid or ""}, ...},
 --   {member, fire_at, claim "claimed_at lease claims" or "", ...}}
@@ -25,9 +26,8 @@ return guard(function()
   local run = ARGV[1]
   local waits = {}
   for _, w in ipairs(run_waits(run)) do
-    local attrs, rows = wait_read(w.wid)
     local mark, held = mark_read(w.wid)
-    waits[#waits + 1] = { sub_reply(run, w.effect, w.wid, attrs, rows), mark_parked_at(mark), held or "" }
+    waits[#waits + 1] = { sub_reply(run, w.effect, w.wid, w.attrs, w.rows), mark_parked_at(mark), held or "" }
   end
   local found, timers = run_timers(run), {}
   local pairs = timers_reply(found, {})

@@ -1,7 +1,9 @@
 -- lookup_wait: one wait, with its mark and the event its claim holds.
 --
--- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[2] marks: agentplane:{<tenant>}:mark
+-- KEYS[1] marks: agentplane:{<tenant>}:mark
+-- KEYS[2] geometry: agentplane:{<tenant>}:buckets
+-- Then the wait buckets (agentplane:{<tenant>}:wait:<bucket>) the call reads or writes, as many as it names
+--   (NEED asks for more)
 -- ARGV[1] run: the wait's run
 -- ARGV[2] effect: the wait's effect
 -- Returns: {"WAIT", subscription, parked_at or "", held event's eid or ""} | {"NONE"}

@@ -3,14 +3,14 @@
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] live_index: agentplane:{<tenant>}:event:live:index
--- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[5] marks: agentplane:{<tenant>}:mark
--- KEYS[6] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[7] geometry: agentplane:{<tenant>}:buckets
--- KEYS[8] replies: agentplane:{<tenant>}:reply
--- KEYS[9] replies_old: agentplane:{<tenant>}:reply:old
--- Then the live buckets (agentplane:{<tenant>}:event:live:<start>) and the key buckets
---   (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
+-- KEYS[4] marks: agentplane:{<tenant>}:mark
+-- KEYS[5] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[6] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[7] replies: agentplane:{<tenant>}:reply
+-- KEYS[8] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the time buckets (agentplane:{<tenant>}:event:live:<start>), the key buckets
+--   (agentplane:{<tenant>}:event:key:<bucket>) and the wait buckets (agentplane:{<tenant>}:wait:<bucket>) the
+--   call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] source: the event's source
 -- ARGV[3] id: the event's id

@@ -1,18 +1,19 @@
 -- park_wait: register a wait as subscribe does and set its parked mark.
 --
 -- KEYS[1] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[2] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[3] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[4] wait_order_index: agentplane:{<tenant>}:wait:order:index
--- KEYS[5] marks: agentplane:{<tenant>}:mark
--- KEYS[6] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[7] seals: agentplane:{<tenant>}:seal
--- KEYS[8] wake: agentplane:{<tenant>}:wake
--- KEYS[9] geometry: agentplane:{<tenant>}:buckets
--- KEYS[10] replies: agentplane:{<tenant>}:reply
--- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
--- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>) and the key buckets
---   (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
+-- KEYS[2] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[3] wait_order_index: agentplane:{<tenant>}:wait:order:index
+-- KEYS[4] marks: agentplane:{<tenant>}:mark
+-- KEYS[5] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[6] seals: agentplane:{<tenant>}:seal
+-- KEYS[7] wake: agentplane:{<tenant>}:wake
+-- KEYS[8] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[9] replies: agentplane:{<tenant>}:reply
+-- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>), the key buckets
+--   (agentplane:{<tenant>}:event:key:<bucket>) and the wait buckets (agentplane:{<tenant>}:wait:<bucket>) the
+--   call reads or writes, as many as it names (NEED asks for more); and the two the next split of the wait
+--   buckets writes
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
 -- Returns: {"OK", at}

@@ -3,16 +3,15 @@
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] consumed: agentplane:{<tenant>}:event:consumed
 -- KEYS[3] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[6] wait_order_index: agentplane:{<tenant>}:wait:order:index
--- KEYS[7] geometry: agentplane:{<tenant>}:buckets
--- KEYS[8] marks: agentplane:{<tenant>}:mark
--- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[10] replies: agentplane:{<tenant>}:reply
--- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
--- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>) the call reads or writes, as many as it
---   names (NEED asks for more)
+-- KEYS[4] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[5] wait_order_index: agentplane:{<tenant>}:wait:order:index
+-- KEYS[6] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[7] marks: agentplane:{<tenant>}:mark
+-- KEYS[8] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[9] replies: agentplane:{<tenant>}:reply
+-- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>) and the wait buckets
+--   (agentplane:{<tenant>}:wait:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] room: count, the most waits this step lists
 -- ARGV[2] after_run: the run of the last wait listed by the previous step, "" to start
 -- ARGV[3] after_effect: its effect
@@ -43,7 +42,9 @@ return guard(function()
     local waits, claims, wids = {}, {}, {}
     for i, m in ipairs(sealed) do
       wids[i] = string.sub(m, 2)
+      WAIT.bucket(wid_run(wids[i])) -- their wait buckets, named at once
     end
+    need_checked()
     for i, mark in ipairs(hmget_all(K.marks, wids)) do
       local wid, held = wids[i], mark_held(mark)
       local attrs, rows = wait_read(wid)
@@ -80,7 +81,12 @@ return guard(function()
     start = "(L" .. enc_pair(ARGV[2], ARGV[3])
   end
   local out, listed, size = { "LIST", ARGV[2], ARGV[3] }, 0, 0
-  for _, m in ipairs(redis.call("ZRANGEBYLEX", K.mark_index, start, "(L\255", "LIMIT", "0", room)) do
+  local marks = redis.call("ZRANGEBYLEX", K.mark_index, start, "(L\255", "LIMIT", "0", room)
+  for _, m in ipairs(marks) do
+    WAIT.bucket(wid_run(string.sub(m, 2))) -- their wait buckets, named at once
+  end
+  need_checked()
+  for _, m in ipairs(marks) do
     if listed >= LIST_KEYS or size >= LIST_BYTES then
       out[1] = "PART"
       break
@@ -96,7 +102,7 @@ return guard(function()
     out[#out + 1] = sub
     listed = listed + #sub[4] / 2
     for _, row in ipairs(rows) do
-      size = size + #row.m
+      size = size + #wid + #attrs[A_TEXT] + #row.nv + INSTANT_WIDTH
     end
   end
   return out

@@ -4,14 +4,14 @@
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] live_index: agentplane:{<tenant>}:event:live:index
 -- KEYS[4] dead: agentplane:{<tenant>}:event:dead
--- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[6] marks: agentplane:{<tenant>}:mark
--- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[8] geometry: agentplane:{<tenant>}:buckets
--- KEYS[9] replies: agentplane:{<tenant>}:reply
--- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
--- Then the live buckets (agentplane:{<tenant>}:event:live:<start>) and the key buckets
---   (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
+-- KEYS[5] marks: agentplane:{<tenant>}:mark
+-- KEYS[6] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[7] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[8] replies: agentplane:{<tenant>}:reply
+-- KEYS[9] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the time buckets (agentplane:{<tenant>}:event:live:<start>), the key buckets
+--   (agentplane:{<tenant>}:event:key:<bucket>) and the wait buckets (agentplane:{<tenant>}:wait:<bucket>) the
+--   call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock: the row's new received_at
 -- ARGV[2] source: the event's source
 -- ARGV[3] id: the event's id

@@ -1,21 +1,21 @@
 -- seal: mark a run sealed (first seal wins); its waits stop being matched.
 --
--- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[2] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[3] wait_order_index: agentplane:{<tenant>}:wait:order:index
--- KEYS[4] marks: agentplane:{<tenant>}:mark
--- KEYS[5] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[6] seals: agentplane:{<tenant>}:seal
--- KEYS[7] timer_walk: agentplane:{<tenant>}:timer:walk
--- KEYS[8] timer_held: agentplane:{<tenant>}:timer:held
--- KEYS[9] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
--- KEYS[10] timer_claims: agentplane:{<tenant>}:timer:claim
--- KEYS[11] geometry: agentplane:{<tenant>}:buckets
--- KEYS[12] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
--- KEYS[13] replies: agentplane:{<tenant>}:reply
--- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
--- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>) and the key buckets
---   (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
+-- KEYS[1] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[2] wait_order_index: agentplane:{<tenant>}:wait:order:index
+-- KEYS[3] marks: agentplane:{<tenant>}:mark
+-- KEYS[4] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[5] seals: agentplane:{<tenant>}:seal
+-- KEYS[6] timer_walk: agentplane:{<tenant>}:timer:walk
+-- KEYS[7] timer_held: agentplane:{<tenant>}:timer:held
+-- KEYS[8] timer_held_fire: agentplane:{<tenant>}:timer:held:fire
+-- KEYS[9] timer_claims: agentplane:{<tenant>}:timer:claim
+-- KEYS[10] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[11] timer_bucket: agentplane:{<tenant>}:timer:<bucket>
+-- KEYS[12] replies: agentplane:{<tenant>}:reply
+-- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>), the key buckets
+--   (agentplane:{<tenant>}:event:key:<bucket>) and the wait buckets (agentplane:{<tenant>}:wait:<bucket>) the
+--   call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2] run: the run
 -- Returns: {"NEW", at} | {"SEEN", at}
@@ -34,9 +34,6 @@ return guard(function()
     return words("SEEN", decimal(at))
   end
   local waits = run_waits(run)
-  for _, w in ipairs(waits) do
-    w.attrs, w.rows = wait_read(w.wid)
-  end
   local timers = run_timers(run)
   for _, w in ipairs(waits) do
     if not is_marked(w.wid) then -- unparked, it leaves the election

@@ -3,16 +3,16 @@
 -- KEYS[1] events: agentplane:{<tenant>}:event
 -- KEYS[2] consumed: agentplane:{<tenant>}:event:consumed
 -- KEYS[3] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[4] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[6] wait_order_index: agentplane:{<tenant>}:wait:order:index
--- KEYS[7] marks: agentplane:{<tenant>}:mark
--- KEYS[8] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[9] geometry: agentplane:{<tenant>}:buckets
--- KEYS[10] replies: agentplane:{<tenant>}:reply
--- KEYS[11] replies_old: agentplane:{<tenant>}:reply:old
--- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>) and the key buckets
---   (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
+-- KEYS[4] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[5] wait_order_index: agentplane:{<tenant>}:wait:order:index
+-- KEYS[6] marks: agentplane:{<tenant>}:mark
+-- KEYS[7] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[8] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[9] replies: agentplane:{<tenant>}:reply
+-- KEYS[10] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>), the key buckets
+--   (agentplane:{<tenant>}:event:key:<bucket>) and the wait buckets (agentplane:{<tenant>}:wait:<bucket>) the
+--   call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] run: the wait's run
 -- ARGV[2] effect: the wait's effect
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)

@@ -6,17 +6,16 @@
 -- KEYS[4] dead: agentplane:{<tenant>}:event:dead
 -- KEYS[5] consumed: agentplane:{<tenant>}:event:consumed
 -- KEYS[6] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[7] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[8] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[9] wait_order_index: agentplane:{<tenant>}:wait:order:index
--- KEYS[10] marks: agentplane:{<tenant>}:mark
--- KEYS[11] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[12] geometry: agentplane:{<tenant>}:buckets
--- KEYS[13] replies: agentplane:{<tenant>}:reply
--- KEYS[14] replies_old: agentplane:{<tenant>}:reply:old
--- Then the time buckets (agentplane:{<tenant>}:event:live:<start>, agentplane:{<tenant>}:wait:order:<start>)
---   and the key buckets (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it
---   names (NEED asks for more)
+-- KEYS[7] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[8] wait_order_index: agentplane:{<tenant>}:wait:order:index
+-- KEYS[9] marks: agentplane:{<tenant>}:mark
+-- KEYS[10] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[11] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[12] replies: agentplane:{<tenant>}:reply
+-- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the time buckets (agentplane:{<tenant>}:event:live:<start>, agentplane:{<tenant>}:wait:order:<start>),
+--   the key buckets (agentplane:{<tenant>}:event:key:<bucket>) and the wait buckets
+--   (agentplane:{<tenant>}:wait:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] run: the run
 -- ARGV[2..] unanswered: effects whose answer the journal lacks
 -- Flags: allow-oom (its net effect frees memory: it runs under maxmemory)

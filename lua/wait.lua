@@ -4,18 +4,18 @@
 -- KEYS[2] live: agentplane:{<tenant>}:event:live
 -- KEYS[3] live_index: agentplane:{<tenant>}:event:live:index
 -- KEYS[4] wait_count: agentplane:{<tenant>}:wait:count
--- KEYS[5] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[6] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[7] wait_order_index: agentplane:{<tenant>}:wait:order:index
--- KEYS[8] marks: agentplane:{<tenant>}:mark
--- KEYS[9] mark_index: agentplane:{<tenant>}:mark:index
--- KEYS[10] seals: agentplane:{<tenant>}:seal
--- KEYS[11] geometry: agentplane:{<tenant>}:buckets
--- KEYS[12] replies: agentplane:{<tenant>}:reply
--- KEYS[13] replies_old: agentplane:{<tenant>}:reply:old
--- Then the time buckets (agentplane:{<tenant>}:event:live:<start>, agentplane:{<tenant>}:wait:order:<start>)
---   and the key buckets (agentplane:{<tenant>}:event:key:<bucket>) the call reads or writes, as many as it
---   names (NEED asks for more)
+-- KEYS[5] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[6] wait_order_index: agentplane:{<tenant>}:wait:order:index
+-- KEYS[7] marks: agentplane:{<tenant>}:mark
+-- KEYS[8] mark_index: agentplane:{<tenant>}:mark:index
+-- KEYS[9] seals: agentplane:{<tenant>}:seal
+-- KEYS[10] geometry: agentplane:{<tenant>}:buckets
+-- KEYS[11] replies: agentplane:{<tenant>}:reply
+-- KEYS[12] replies_old: agentplane:{<tenant>}:reply:old
+-- Then the time buckets (agentplane:{<tenant>}:event:live:<start>, agentplane:{<tenant>}:wait:order:<start>),
+--   the key buckets (agentplane:{<tenant>}:event:key:<bucket>) and the wait buckets
+--   (agentplane:{<tenant>}:wait:<bucket>) the call reads or writes, as many as it names (NEED asks for more);
+--   and the two the next split of the wait buckets writes
 -- ARGV[1] at: instant ms, "" reads the server clock
 -- ARGV[2..] subscription: run, effect, kind, step, phase, case, from_source ("" none), then (namespace, value) pairs
 -- Returns: {"HIT", at, event row, has payload "1"/"0", payload JSON} | {"MISS", at} | {"NEED", geometry, bucket, ...}

@@ -1,11 +1,10 @@
 -- waiting: the tenant's wait key rows in registration order.
 --
--- KEYS[1] wait_keys: agentplane:{<tenant>}:wait:key
--- KEYS[2] wait_order: agentplane:{<tenant>}:wait:order
--- KEYS[3] wait_order_index: agentplane:{<tenant>}:wait:order:index
--- KEYS[4] geometry: agentplane:{<tenant>}:buckets
--- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>) the call reads or writes, as many as it
---   names (NEED asks for more)
+-- KEYS[1] wait_order: agentplane:{<tenant>}:wait:order
+-- KEYS[2] wait_order_index: agentplane:{<tenant>}:wait:order:index
+-- KEYS[3] geometry: agentplane:{<tenant>}:buckets
+-- Then the time buckets (agentplane:{<tenant>}:wait:order:<start>) and the wait buckets
+--   (agentplane:{<tenant>}:wait:<bucket>) the call reads or writes, as many as it names (NEED asks for more)
 -- ARGV[1] limit: count, at most this many key rows
 -- ARGV[2] after: the cursor of the last row a previous page listed (created_at . wid . ns value), "" to start
 -- Returns: {"OK" | "MORE", last cursor or "", {run, effect, attributes text, namespace, value}, ...}
@@ -27,7 +26,9 @@ return guard(function()
       corrupt("wait key", m, "bad member")
     end
     wids[i] = parts[i][1] .. parts[i][2]
+    WAIT.bucket(unescape(string.sub(parts[i][1], 1, -2))) -- the page's wait buckets, named at once
   end
+  need_checked()
   -- Read-only: Python decodes and checks the attributes text. The cursor: the
   -- last row's instant and member.
   local last = #members > 0 and ats[#ats] .. members[#members] or ""

@@ -222,26 +222,45 @@ class Audit:
         """Checks the waits; adds the election entries the key buckets must hold
         (one per key row of an unparked wait of an unsealed run) to by_bucket."""
         marks, seals = self.h("mark"), self.h("seal")
-        wait_keys = self.z("wait:key")
+        stored = self.c.hget(self.p + "buckets", "wait")
+        geometry = Geometry.parse(stored) if stored else Geometry()
+        keys = self.c.scan_iter(
+            match=self.p.replace("{", "[{]").replace("}", "[}]") + "wait:[0-9]*"
+        )
+        rows = {k: self.c.hgetall(k) for k in keys}
+        past = [k for k in rows if int(k.rsplit(b":", 1)[1]) >= geometry.count]
+        assert not past, f"wait buckets past the count: {past!r}"
         want_order = set()
         attrs_of: dict[bytes, bytes] = {}
-        for m in wait_keys:
-            # run, effect, kind, step and phase, case, from_source, namespace, value
-            at, head = m[-16:], m[:-16]
-            parts = head.split(TERM)[:-1]
-            assert len(parts) == 8, m
-            run, effect = (uncomp(x) for x in parts[:2])
-            wid = comp(run) + comp(effect)
-            kind, stepph, _case, source = parts[2:6]
-            assert kind and re.fullmatch(rb"\d{1,10}[fc]", stepph), m
-            attrs = head[len(wid) : len(head) - len(parts[6]) - len(parts[7]) - 2]
-            assert attrs_of.setdefault(wid, attrs) == attrs, "a wait's key rows disagree"
-            nv = head[len(wid) + len(attrs) :]
-            want_order.add(at + wid + nv)
-            if wid not in marks and run not in seals:
-                h = key_hash(kind + TERM + nv)
-                bucket = b"event:key:%d" % key_geometry.bucket_of(h)
-                by_bucket[bucket].add(b"%08x~" % h + source + TERM + at + wid)
+        for key, bucket in rows.items():
+            for wid, row in bucket.items():
+                ids = wid.split(TERM)
+                assert len(ids) == 3 and not ids[2], f"bad wait id {wid!r}"
+                run = uncomp(ids[0])
+                assert key == self.p.encode() + b"wait:%d" % geometry.bucket(run.decode()), (
+                    "wait in another bucket"
+                )
+                # kind, step and phase, case, from_source; then namespace, value and
+                # created_at of each key row, in byte order of the keys
+                parts = row.split(TERM)
+                kind, stepph, _case, source = parts[:4]
+                assert kind and re.fullmatch(rb"\d{1,10}[fc]", stepph), row
+                attrs = TERM.join(parts[:4]) + TERM
+                attrs_of[wid] = attrs
+                rest = row[len(attrs) :]
+                nvs = []
+                while rest:
+                    ns, value, tail = rest.split(TERM, 2)
+                    at, rest = tail[:16], tail[16:]
+                    assert re.fullmatch(rb"\d{16}", at), row
+                    nv = ns + TERM + value + TERM
+                    nvs.append(nv)
+                    want_order.add(at + wid + nv)
+                    if wid not in marks and run not in seals:
+                        h = key_hash(kind + TERM + nv)
+                        bucket_key = b"event:key:%d" % key_geometry.bucket_of(h)
+                        by_bucket[bucket_key].add(b"%08x~" % h + source + TERM + at + wid)
+                assert nvs and nvs == sorted(set(nvs)), f"a wait's keys out of order: {row!r}"
         count = self.c.get(self.p + "wait:count")
         assert int(count or 0) == len(attrs_of), "wait:count is not the registered waits"
         self.time_order("wait:order", "order", want_order)

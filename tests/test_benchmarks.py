@@ -147,7 +147,11 @@ def test_the_benchmarks_fill_puts_every_structure_past_its_compact_encoding():
         store = RedisStore(client, tenant="acme")
         fill(store, 600)  # past 512 hash and 128 sorted-set entries
         # reply:old exists once a generation of remembered replies is full (1 MiB)
-        buckets = set(store.keys.timer_buckets()) | set(store.keys.key_buckets())
+        buckets = (
+            set(store.keys.timer_buckets())
+            | set(store.keys.key_buckets())
+            | set(store.keys.wait_buckets())
+        )
         found = {
             key: client.object("encoding", key)
             for key in store.keys.all()

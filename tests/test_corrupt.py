@@ -20,15 +20,16 @@ def tamper_event(store, raw, source, id_, index, value):
 
 
 def tamper_wait(store, raw, run, effect, index, value):
-    """Rewrites the wait's key rows with attribute component index (1 kind, 2 step
-    and phase) set to value."""
-    key = store.keys.key("wait_keys")
+    """Rewrites the wait's row with attribute component index (1 kind, 2 step and
+    phase) set to value."""
     wid = tuple_member((run, effect))
-    for member in raw.zrangebylex(key, b"[" + wid, b"(" + wid + b"\xff"):
-        parts = member[len(wid) :].split(b" ")
-        parts[index - 1] = value
-        raw.zrem(key, member)
-        raw.zadd(key, {wid + b" ".join(parts): 0})
+    pattern = store.keys.tag.replace("{", "[{]").replace("}", "[}]") + ":wait:[0-9]*"
+    for key in raw.scan_iter(match=pattern):
+        row = raw.hget(key, wid)
+        if row is not None:
+            parts = row.split(b" ")
+            parts[index - 1] = value
+            raw.hset(key, wid, b" ".join(parts))
 
 
 @pytest.mark.parametrize(

@@ -570,7 +570,7 @@ def test_a_parked_waits_step_stops_at_its_bytes_of_key_rows(raw):
 
     def execute(call: Any, first: bool = False) -> Any:
         reply = real(call, first)
-        if call.script == "parked_waits":
+        if call.script == "parked_waits" and bytes(reply[0]) != b"NEED":  # not their buckets
             statuses.append(bytes(reply[0]))
         return reply
 

@@ -261,9 +261,9 @@ def test_lua_and_python_accept_the_same_timer_members(raw, members):
             raise AssertionError(member)
 
 
-#: The wait helpers, with the one key they name bound as a script's is: KEYS[1].
+#: The wait helpers (wait_parse reads no key).
 WAITS_LUA = (
-    "local K = { wait_keys = KEYS[1] }\n"
+    "local K = {}\n"
     + CODEC
     + expand(lua_root(), "_lib/core.lua")
     + expand(lua_root(), "_lib/buckets.lua")
@@ -274,16 +274,13 @@ WAIT_ATTRS = (
     WAITS_LUA
     + """
 -- ARGV: kind, step, phase, case, from_source for each wait, five at a time; for
--- each, its attributes written into a key row (in KEYS[1]) and read back by
--- wait_read, or the corruption found.
+-- each, its attributes written into a row of one key and read back by
+-- wait_parse, or the corruption found.
 local out = {}
 for i = 1, #ARGV, 5 do
   local attrs = attrs_of(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
   local wid = enc("r") .. enc("e")
-  local member = wid .. attrs[A_TEXT] .. enc("ns") .. enc("v") .. instant_key(0)
-  redis.call("DEL", K.wait_keys)
-  redis.call("ZADD", K.wait_keys, "0", member)
-  local ok, read = pcall(wait_read, wid)
+  local ok, read = pcall(wait_parse, wid, attrs[A_TEXT] .. enc("ns") .. enc("v") .. instant_key(0))
   out[#out + 1] = ok and read[A_TEXT] or "corrupt"
 end
 return out
@@ -298,8 +295,8 @@ WAIT_VALUES = {
 }
 
 
-def test_a_wait_s_attributes_read_back_from_its_key_rows_as_written(raw):
-    """Each attribute made odd in turn (spaces, '!', controls, long, empty): the key row
+def test_a_wait_s_attributes_read_back_from_its_row_as_written(raw):
+    """Each attribute made odd in turn (spaces, '!', controls, long, empty): the row
     carries it and reads it back as written; a step out of range or an empty kind
     reads as corrupt, never as another wait."""
     base = [b"payment.settled", b"7", b"forward", b"", b""]
@@ -309,7 +306,7 @@ def test_a_wait_s_attributes_read_back_from_its_key_rows_as_written(raw):
             cases.append([*base[:i], value, *base[i + 1 :]])
     cases.append([b"", b"0", b"forward", b"", b""])
     flat = [v for case in cases for v in case]
-    for case, got in zip(cases, raw.eval(WAIT_ATTRS, 1, "t:wait:key", *flat), strict=True):
+    for case, got in zip(cases, raw.eval(WAIT_ATTRS, 0, *flat), strict=True):
         kind, step = case[0], case[1]
         valid = kind != b"" and step.isdigit() and int(step) <= 2**32 - 1
         if valid:
@@ -325,84 +322,65 @@ def test_a_wait_s_attributes_read_back_from_its_key_rows_as_written(raw):
             assert got == b"corrupt", case
 
 
-KEY_ROWS = (
+WAIT_ROWS = (
     WAITS_LUA
     + """
--- ARGV: one wait's key rows after its wid. Returns wait_read's reading (the
--- attributes' text, then each row's ns, value and created_at) and the same read by
--- KEY_ROW alone, row by row, or "corrupt: ..." for either.
-local wid = enc("r") .. enc("e")
-redis.call("DEL", K.wait_keys)
-for i = 1, #ARGV do
-  redis.call("ZADD", K.wait_keys, "0", wid .. ARGV[i])
+-- ARGV[1]: a wait's row. Returns wait_parse's reading: the attributes' text, kind
+-- and from_source, then each key row's ns, value and created_at; or "corrupt".
+local ok, attrs, rows = pcall(wait_parse, enc("r") .. enc("e"), ARGV[1])
+if not ok then
+  return { "corrupt" }
 end
-local function flat(attrs, rows)
-  local out = { attrs[A_TEXT], attrs[A_KIND], attrs[A_FROM] }
-  for _, row in ipairs(rows) do
-    out[#out + 1] = row.ns .. "|" .. row.value .. "|" .. row.at .. "|" .. row.m
-  end
-  return out
+local out = { attrs[A_TEXT], attrs[A_KIND], attrs[A_FROM] }
+for _, row in ipairs(rows) do
+  out[#out + 1] = row.ns
+  out[#out + 1] = row.value
+  out[#out + 1] = row.at
+  assert(row.nv == row.ns .. row.value)
 end
-local ok, attrs, rows = pcall(wait_read, wid)
-local got = ok and flat(attrs, rows) or { "corrupt: " .. tostring(attrs.detail) }
-local head, want_attrs, want = nil, nil, {}
-for _, m in ipairs(with_prefix(K.wait_keys, wid)) do
-  local kind, step, ph, case, source, nv, ns, value, at = string.match(m, KEY_ROW, #wid + 1)
-  if not kind or #at ~= INSTANT_WIDTH then
-    want = nil
-    want_attrs = "bad member"
-    break
-  end
-  local this = string.sub(m, #wid + 1, #m - #nv - INSTANT_WIDTH)
-  if not head then
-    if kind == TERM or not is_step(step) then
-      want, want_attrs = nil, "bad attributes"
-      break
-    end
-    head, want_attrs = this, { this, kind, source }
-  elseif this ~= head then
-    want, want_attrs = nil, "key rows disagree on the attributes"
-    break
-  end
-  want[#want + 1] = { ns = ns, value = value, at = at, m = m }
-end
-return { got, want and flat(want_attrs, want) or { "corrupt: " .. want_attrs } }
+return out
 """
 )
 
 
-def _key_row(kind: bytes, case: bytes, ns: bytes, value: bytes, at: bytes) -> bytes:
-    c = _component_bytes
-    return c(kind) + b"7f " + c(case) + c(b"") + c(ns) + c(value) + at
-
-
 @given(
+    st.sampled_from([b"k", b"payment.settled", b"x" * 700]),
+    st.sampled_from([b"", b"c", b"c" * 600]),
     st.lists(
         st.tuples(
-            st.sampled_from([b"k", b"xk", b"payment.settled", b"x" * 700]),
-            st.sampled_from([b"", b"c", b"c" * 600]),
             st.binary(min_size=1, max_size=300),
             st.sampled_from([b"1001767225600000", b"1001767225600001", b"17", b"10017672256000x0"]),
         ),
-        min_size=1,
+        min_size=0,
         max_size=4,
     ),
     st.sampled_from([None, b" ", b"!", b"\x00", b"7f"]),
 )
 @settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_wait_read_reads_key_rows_as_the_whole_row_pattern_does(raw, rows, cut):
-    """Key rows short and long (past the length where they are split by finds), their
-    attributes agreeing or not, their created_at well formed or not, or with a byte
-    cut out of the last: wait_read reads each wait as KEY_ROW reads each of its rows,
-    or finds it corrupt with the same reason."""
-    members = [_key_row(kind, case, b"ns", value, at) for kind, case, value, at in rows]
-    if cut is not None:
-        last = members[-1]
-        where = last.find(cut)
-        if where >= 0:
-            members[-1] = last[:where] + last[where + len(cut) :]
-    got, want = raw.eval(KEY_ROWS, 1, "t:wait:key", *members)
-    assert got == want, members
+def test_wait_parse_reads_a_row_as_written_or_finds_it_corrupt(raw, kind, case, keys, cut):
+    """Rows short and long (past 64 bytes, with escaped bytes), of no key or several,
+    their created_at well formed or not, or with a byte cut out: a row written whole
+    reads back as written, and whatever wait_parse reads of any row writes back
+    into exactly that row, so that no row reads as another wait."""
+    c = _component_bytes
+    attrs = c(kind) + b"7f " + c(case) + c(b"")
+    row = attrs + b"".join(c(b"ns") + c(value) + at for value, at in keys)
+    if cut is not None and row.find(cut) >= 0:
+        where = row.find(cut)
+        row = row[:where] + row[where + len(cut) :]
+    got = raw.eval(WAIT_ROWS, 0, row)
+    well_formed = keys and all(at.isdigit() and len(at) == 16 for _, at in keys)
+    if cut is None and well_formed:
+        want = [attrs, c(kind), c(b"")]
+        for value, at in keys:
+            want += [c(b"ns"), c(value), at]
+        assert got == want
+    if got != [b"corrupt"]:
+        assert got[0] + b"".join(got[3:]) == row
+        assert got[1] != b" "
+        assert got[3:]
+        assert len(got[3:]) % 3 == 0
+        assert all(len(at) == 16 and at.isdigit() for at in got[5::3])
 
 
 #: The event row helpers, with the keys they name bound as a script's are: a test's

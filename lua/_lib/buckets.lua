@@ -152,9 +152,10 @@ local function key_geometry()
   local g = PER_CALL.key_geometry
   if not g then
     -- The time buckets' fields too (TIME:state, below): one read for all.
-    local fields = redis.call("HMGET", K.geometry, "key", "live", "order")
+    local fields = redis.call("HMGET", K.geometry, "key", "live", "order", "wait")
     local text = fields[1] or "0 0"
     PER_CALL.time_text = { live = fields[2], order = fields[3] }
+    PER_CALL.wait_text = fields[4] or "0 0"
     g = KEY_GEOMETRY
     if g.text ~= text then
       g = geometry_parse("key", text)
@@ -211,6 +212,9 @@ local function need_checked()
     for _, family in ipairs(PER_CALL.spans or {}) do
       need[#need + 1] = family:span_item() -- a time bucket family's span (below)
     end
+    if PER_CALL.wait_geometry then -- the wait buckets' geometry (below)
+      need[#need + 1] = "V" .. PER_CALL.wait_text
+    end
     error({ agentplane_need = need, geometry = key_geometry().text }, 0)
   end
 end
@@ -242,6 +246,92 @@ local function key_grow(bucket)
   bucket = from -- its load, a sample of the family's
   if grow(g.text, "key", redis.call("ZCARD", bucket) * (g.span + g.split), from, to) then
     PER_CALL.key_geometry = nil
+  end
+end
+
+-- Wait buckets. A registered wait's row (waits.lua) is the field wid of the
+-- wait bucket of its run, a hash: "wait:<n>", n picked from bucket_hash(run)
+-- by the family "wait"'s geometry as a timer bucket is (a run's waits share
+-- one bucket). A call names the wait buckets it reads or writes after its
+-- roles, like key buckets; one it did not name is noted for NEED as "W<n>",
+-- with the family's geometry as "V<level> <split>". The buckets split as
+-- timer buckets do, at a larger load: a hash keeps its listpack up to 512
+-- entries (each field and value within 64 bytes).
+local WAIT = { LOAD = 64, SPLIT_AT = 160 }
+
+-- The stored wait geometry {level, split, span, text}, read once a call.
+function WAIT.geometry()
+  local g = PER_CALL.wait_geometry
+  if not g then
+    key_geometry() -- reads the wait field too
+    g = geometry_parse("wait", PER_CALL.wait_text)
+    g.text = PER_CALL.wait_text
+    g.prefix = string.sub(K.geometry, 1, -8) .. "wait:"
+    PER_CALL.wait_geometry = g
+  end
+  return g
+end
+
+-- The wait bucket of run, or false (its number noted for NEED) when the call
+-- did not name it.
+function WAIT.bucket(run)
+  local known = PER_CALL.wait_buckets or {}
+  PER_CALL.wait_buckets = known
+  if known[run] ~= nil then
+    return known[run]
+  end
+  local g, h = WAIT.geometry(), bucket_hash(run)
+  local n = h % g.span
+  if n < g.split then
+    n = h % (2 * g.span)
+  end
+  local key = g.prefix .. n
+  if not named(key) then
+    local need = PER_CALL.need or {}
+    PER_CALL.need = need
+    need[#need + 1] = "W" .. n
+    key = false
+  end
+  known[run] = key
+  return key
+end
+
+-- The wait bucket of run, answering NEED (before any write) when the call did
+-- not name it.
+function WAIT.named(run)
+  local key = WAIT.bucket(run)
+  if not key then
+    need_checked()
+  end
+  return key
+end
+
+-- The two wait buckets the next split writes: noted for NEED unless the call
+-- named them (a call that registers a wait names them, so that it can split).
+function WAIT.split_checked()
+  local g = WAIT.geometry()
+  for n = g.split, g.split + g.span, g.span do
+    if not named(g.prefix .. n) then
+      local need = PER_CALL.need or {}
+      PER_CALL.need = need
+      need[#need + 1] = "W" .. n
+    end
+  end
+end
+
+-- After a row was added to bucket (by a call that WAIT.split_checked): splits
+-- the next wait bucket when bucket holds more than WAIT.SPLIT_AT rows and the
+-- bucket to split more than WAIT.LOAD (a sample of the family's load).
+function WAIT.grow(bucket)
+  if redis.call("HLEN", bucket) <= WAIT.SPLIT_AT then
+    return
+  end
+  local g = WAIT.geometry()
+  local from, to = g.prefix .. g.split, g.prefix .. (g.split + g.span)
+  bucket = from -- its load, a sample of the family's
+  local load = redis.call("HLEN", bucket) * BUCKET_LOAD / WAIT.LOAD
+  if grow(g.text, "wait", load * (g.span + g.split), from, to) then
+    PER_CALL.wait_geometry = nil
   end
 end
 

@@ -117,17 +117,20 @@ local function electee(f, nv_list)
   for _, nv in ipairs(nv_list) do
     local h, bucket = key_bucket(kind .. nv)
     need_checked()
-    -- The first entry of the group prefix whose wait is of this key: what
-    -- follows the prefix (created_at . wid), wid, attributes and key rows.
-    local function first_of(prefix)
-      local offset = 0
-      while true do
-        local m = redis.call("ZRANGEBYLEX", bucket, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", offset, "1")[1]
-        if not m then
-          return nil
-        end
+    -- The entry of the group prefix at offset: what follows the prefix
+    -- (created_at . wid), and the wid.
+    local function entry_at(prefix, offset)
+      local m = redis.call("ZRANGEBYLEX", bucket, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", offset, "1")[1]
+      if m then
         local rest = string.sub(m, #prefix + 1)
-        local wid = string.sub(rest, INSTANT_WIDTH + 1)
+        return rest, string.sub(rest, INSTANT_WIDTH + 1)
+      end
+    end
+    -- The first entry of the group, from its entry at offset 0 (rest, wid),
+    -- whose wait is of this key: rest, wid, attributes and key rows.
+    local function first_of(prefix, rest, wid)
+      local offset = 0
+      while rest do
         local attrs, rows = wait_read(wid)
         if not attrs then
           corrupt("index", wid, "election entry of an unregistered wait")
@@ -140,10 +143,23 @@ local function electee(f, nv_list)
           end
         end
         offset = offset + 1
+        rest, wid = entry_at(prefix, offset)
       end
+      return nil
     end
-    local rest, wid, attrs, rows = first_of(h .. "~" .. TERM)
-    local rb, wb, ab, rowsb = first_of(h .. "~" .. source)
+    local any, own = h .. "~" .. TERM, h .. "~" .. source
+    local ra, wa = entry_at(any, 0)
+    local ro, wo = entry_at(own, 0)
+    -- The wait buckets of both groups' first waits, named at once.
+    if wa then
+      WAIT.bucket(wid_run(wa))
+    end
+    if wo then
+      WAIT.bucket(wid_run(wo))
+    end
+    need_checked()
+    local rest, wid, attrs, rows = first_of(any, ra, wa)
+    local rb, wb, ab, rowsb = first_of(own, ro, wo)
     if rb and (not rest or bytes_lt(rb, rest)) then
       rest, wid, attrs, rows = rb, wb, ab, rowsb
     end
@@ -204,11 +220,7 @@ end
 
 -- A run's waits (with attributes) and claims, read and checked before any write.
 local function read_run(run)
-  local waits = run_waits(run)
-  for _, w in ipairs(waits) do
-    w.attrs, w.rows = wait_read(w.wid)
-  end
-  return { waits = waits, claims = run_claims(run) }
+  return { waits = run_waits(run), claims = run_claims(run) }
 end
 
 -- unsubscribe_run: retires every wait and mark of the run; releases (or, if

@@ -1,12 +1,13 @@
--- Waits: key rows (which carry the attributes), election entries and parked marks.
+-- Waits: rows (which carry the attributes), election entries and parked marks.
 --
 -- A wait (run, effect) is "wid" = enc(run) . enc(effect). It is registered
--- exactly while it has key rows: "wid . attrs . ns value . created_at" in
--- wait_keys, one per correlation key, each carrying the wait's attributes
--- "attrs" = enc(kind) . step . "f" | "c" . " " . enc(case) . enc(from_source)
--- ("" for none), those of its first registration; and "wid . ns value",
--- scored by created_at, in the registration order's time buckets (TIME.order,
--- buckets.lua). wait_count counts registered waits. A key row has an
+-- exactly while it has a row: the field wid of its run's wait bucket
+-- (buckets.lua, WAIT), "attrs" then each key row's "ns value . created_at"
+-- (wait_parse), where "attrs" = enc(kind) . step . "f" | "c" . " " .
+-- enc(case) . enc(from_source) ("" for none) are those of its first
+-- registration; and "wid . ns value" per key row, scored by created_at, in the
+-- registration order's time buckets (TIME.order, buckets.lua). wait_count
+-- counts registered waits. A key row has an
 -- election entry, in the key bucket of (kind, key) (election_entry), exactly
 -- while its wait is unparked and its run unsealed, so elections never pass
 -- over anything. A mark is marks[wid] = parked_at, then for a
@@ -16,7 +17,7 @@
 -- (bare) or "S" . wid (run sealed: retired by parked_waits).
 --
 -- Attributes travel as they are stored: a table {text, kind, from_source}
--- of the key rows' attribute text ("attrs" above) and its kind and
+-- of the row's attribute text ("attrs" above) and its kind and
 -- from_source components (from_source " " for none), and replies carry the
 -- text, which Python decodes (codec.wait_attrs).
 
@@ -32,65 +33,45 @@ local function attrs_of(kind, step, phase, case, from)
   return { kind_c .. step .. (phase == "compensating" and "c" or "f") .. TERM .. enc(case) .. from_c, kind_c, from_c }
 end
 
--- A key row after its wid: kind, step, phase, case, from_source, namespace,
--- value, created_at.
-local KEY_ROW = "^([^ ]* )(%d+)([fc]) ([^ ]* )([^ ]* )(([^ ]* )([^ ]* ))(%d+)$"
--- What follows the attributes in a key row: namespace, value, created_at.
-local KEY_TAIL = "^(([^ ]* )([^ ]* ))(%d+)$"
--- A key row longer than this is split at its terminators by plain finds: a
--- pattern reads every byte of its components, one by one.
-local SHORT_KEY_ROW = 512
-
--- KEY_ROW's captures of a key row m from from, split at its terminators (the
--- step and phase end in one too); nil when it is not a key row.
-local function key_row_split(m, from)
-  local parts, pos = take(m, from, 6)
-  local step, ph = parts and string.match(parts[2], "^(%d+)([fc]) $")
-  if not step or pos > #m or string.find(m, "%D", pos) then
-    return nil
+-- A wait's row, the field wid of its run's wait bucket (buckets.lua, WAIT):
+-- its attributes, then each key row's namespace and value (components) and
+-- created_at (16 digits), in byte order of the keys. Read by plain finds at
+-- the components' terminators: no pattern runs over a field's bytes. Returns
+-- the attributes (attrs_of's table) and a list of {nv = encoded ns value,
+-- ns, value (encoded), at = instant key}.
+local function wait_parse(wid, m)
+  local parts, pos = take(m, 1, 4)
+  local step = parts and string.match(parts[2], "^(%d+)[fc] $")
+  if not step or parts[1] == TERM or not is_step(step) then
+    corrupt("wait", wid, "bad attributes")
   end
-  local kind, case, source, ns, value = parts[1], parts[3], parts[4], parts[5], parts[6]
-  return kind, step, ph, case, source, ns .. value, ns, value, string.sub(m, pos)
-end
-
--- The wait's attributes and key rows, read once: its attributes (attrs_of's
--- table) and a list of {nv = encoded ns value, at =
--- instant key, ns, value (encoded), m = the member}; nil when the wait is not
--- registered. Every key row carries the same attributes; each is checked: a
--- row after the first that starts with the first's attributes reads only what
--- follows them.
-local function wait_read(wid)
-  local members = with_prefix(K.wait_keys, wid)
-  if #members == 0 then
-    return nil, nil
+  local attrs, rows, n = { string.sub(m, 1, pos - 1), parts[1], parts[4] }, {}, 0
+  while pos <= #m do
+    local kv, after = take(m, pos, 2)
+    local at = kv and string.sub(m, after, after + INSTANT_WIDTH - 1)
+    if not kv or #at ~= INSTANT_WIDTH or string.find(at, "%D") then
+      corrupt("wait", wid, "bad key row")
+    end
+    n = n + 1
+    rows[n] = { nv = kv[1] .. kv[2], ns = kv[1], value = kv[2], at = at }
+    pos = after + INSTANT_WIDTH
   end
-  local attrs, head, rows, from = nil, nil, {}, #wid + 1
-  for i, m in ipairs(members) do
-    local kind, step, ph, case, source, nv, ns, value, at
-    local same = head and string.find(m, head, from, true) == from
-    if same then -- the first row's attributes: only what follows them is read
-      nv, ns, value, at = string.match(m, KEY_TAIL, from + #head)
-      kind = nv
-    elseif #m - from < SHORT_KEY_ROW then
-      kind, step, ph, case, source, nv, ns, value, at = string.match(m, KEY_ROW, from)
-    else
-      kind, step, ph, case, source, nv, ns, value, at = key_row_split(m, from)
-    end
-    if not kind or #at ~= INSTANT_WIDTH then
-      corrupt("wait key", m, "bad member")
-    end
-    if not head then
-      if kind == TERM or not is_step(step) then
-        corrupt("wait", wid, "bad attributes")
-      end
-      head = string.sub(m, from, #m - #nv - INSTANT_WIDTH)
-      attrs = { head, kind, source }
-    elseif not same and string.sub(m, from, #m - #nv - INSTANT_WIDTH) ~= head then
-      corrupt("wait", wid, "key rows disagree on the attributes")
-    end
-    rows[i] = { nv = nv, at = at, ns = ns, value = value, m = m }
+  if n == 0 then
+    corrupt("wait", wid, "no key rows")
   end
   return attrs, rows
+end
+
+-- The wait's attributes and key rows (wait_parse's), read once; nil when the
+-- wait is not registered. Answers NEED (before any write) when the call did
+-- not name its run's wait bucket.
+local function wait_read(wid)
+  local bucket = WAIT.named(wid_run(wid))
+  local m = redis.call("HGET", bucket, wid)
+  if not m then
+    return nil, nil
+  end
+  return wait_parse(wid, m)
 end
 
 local function is_sealed(run)
@@ -196,19 +177,20 @@ local function register(run, wid, attrs, nv_list, at, electable, read)
   else
     stored, rows = wait_read(wid)
   end
+  local bucket = WAIT.named(run)
   local marked, sealed = redis.call("HGET", K.marks, wid), is_sealed(run)
   local in_force = stored or attrs
   local at_key = instant_key(at)
-  local have = {}
-  for _, row in ipairs(rows or {}) do
-    have[row.nv] = true
+  local have, all = {}, {}
+  for i, row in ipairs(rows or {}) do
+    have[row.nv], all[i] = true, row
   end
-  local head = wid .. in_force[A_TEXT]
-  local by_wid, slots, added = {}, {}, {}
+  local slots, added = {}, {}
   for _, nv in ipairs(nv_list) do
     if not have[nv] then
+      have[nv] = true
       added[#added + 1] = nv
-      by_wid[#by_wid + 1] = head .. nv .. at_key
+      all[#all + 1] = { nv = nv, at = at_key }
       slots[#slots + 1] = TIME.order:slot(at_key, wid .. nv, true)
     end
   end
@@ -217,8 +199,22 @@ local function register(run, wid, attrs, nv_list, at, electable, read)
     election_checked(in_force, added)
     key_split_checked()
   end
+  if not stored then
+    WAIT.split_checked()
+  end
   need_checked()
-  zadd_all(K.wait_keys, by_wid)
+  if #added > 0 then
+    if #all > 1 then
+      table.sort(all, function(a, b)
+        return bytes_lt(a.nv, b.nv)
+      end)
+    end
+    local text = { in_force[A_TEXT] }
+    for i, row in ipairs(all) do
+      text[i + 1] = row.nv .. row.at
+    end
+    redis.call("HSET", bucket, wid, table.concat(text))
+  end
   for _, slot in ipairs(slots) do
     TIME.order:apply(slot, true)
   end
@@ -232,6 +228,7 @@ local function register(run, wid, attrs, nv_list, at, electable, read)
       redis.call("ZREM", K.mark_index, "B" .. wid)
       redis.call("ZADD", K.mark_index, "0", "L" .. wid)
     end
+    WAIT.grow(bucket)
   end
   return in_force, marked, sealed, added, stored ~= nil, rows
 end
@@ -302,8 +299,9 @@ local function retire_wait(wid, attrs, rows)
     slots[i] = row.order
   end
   TIME.order:remove_all(slots)
+  local bucket = WAIT.named(wid_run(wid))
+  redis.call("HDEL", bucket, wid)
   for _, row in ipairs(rows) do
-    redis.call("ZREM", K.wait_keys, row.m)
     if not parked then -- a parked wait's rows are out of the election indexes
       local bucket, m = election_entry(attrs, row.nv, row.at, wid)
       need_checked()
@@ -342,20 +340,23 @@ local function sub_status(status, at, sub)
   return { status, at, sub, text = text }
 end
 
--- The distinct waits of a run, in effect order: a list of {wid, effect}.
+-- The registered waits of a run, in effect order: a list of {wid, effect,
+-- attrs, rows} (wait_parse's), read from its wait bucket.
 local function run_waits(run)
-  local prefix, out, last = enc(run), {}, nil
-  for _, m in ipairs(with_prefix(K.wait_keys, enc(run))) do
-    local parts, pos = take(m, #prefix + 1, 1)
-    if not parts then
-      corrupt("wait key", m, "bad member")
-    end
-    local wid = string.sub(m, 1, pos - 1)
-    if wid ~= last then
-      out[#out + 1] = { wid = wid, effect = dec(parts[1]) }
-      last = wid
+  local prefix, out = enc(run), {}
+  local bucket = WAIT.named(run)
+  local flat = redis.call("HGETALL", bucket)
+  for i = 1, #flat, 2 do
+    local wid = flat[i]
+    if string.sub(wid, 1, #prefix) == prefix then
+      wid_ends(wid)
+      local attrs, rows = wait_parse(wid, flat[i + 1])
+      out[#out + 1] = { wid = wid, effect = dec(string.sub(wid, #prefix + 1)), attrs = attrs, rows = rows }
     end
   end
+  table.sort(out, function(a, b)
+    return bytes_lt(a.wid, b.wid)
+  end)
   return out
 end
 
