@@ -248,19 +248,23 @@ class Audit:
                 attrs = TERM.join(parts[:4]) + TERM
                 attrs_of[wid] = attrs
                 rest = row[len(attrs) :]
-                nvs = []
+                nvs, ats = [], set()
                 while rest:
                     ns, value, tail = rest.split(TERM, 2)
                     at, rest = tail[:16], tail[16:]
                     assert re.fullmatch(rb"\d{16}", at), row
                     nv = ns + TERM + value + TERM
                     nvs.append(nv)
-                    want_order.add(at + wid + nv)
+                    ats.add(at)
                     if wid not in marks and run not in seals:
                         h = key_hash(kind + TERM + nv)
                         bucket_key = b"event:key:%d" % key_geometry.bucket_of(h)
                         by_bucket[bucket_key].add(b"%08x~" % h + source + TERM + at + wid)
                 assert nvs and nvs == sorted(set(nvs)), f"a wait's keys out of order: {row!r}"
+                # one order member per instant: the wait's id for the earliest
+                first, *later = sorted(ats)
+                want_order.add(first + wid)
+                want_order.update(at + wid + at for at in later)
         count = self.c.get(self.p + "wait:count")
         assert int(count or 0) == len(attrs_of), "wait:count is not the registered waits"
         self.time_order("wait:order", "order", want_order)

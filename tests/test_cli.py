@@ -500,9 +500,9 @@ def test_locate_prints_redis_cli_lines_that_find_the_item(start):
     assert row.endswith('\n{"id":"e 1"}')  # the payload, last
     attrs, fire, held, claim = answers("locate", "timer", run_id, effect)
     assert (attrs, fire, held, claim) == ("3cpay", str(int(T.timestamp() * 1000)), "", "")
-    key_rows, mark, election = answers("locate", "wait", run_id, "w")
-    # the wait's id, its attributes (kind paid, step 0, forward), its key, created_at
-    assert key_rows == "run!`'x'!A w paid 0f   k 2 1001767225600001"
+    row, mark, election = answers("locate", "wait", run_id, "w")
+    # its attributes (kind paid, step 0, forward), then its key and created_at
+    assert row == "paid 0f   k 2 1001767225600001"
     assert mark == ""
     # its election entry, under its key: the key's hash, "~", no sender, created_at, id
     assert election.endswith("~ 1001767225600001run!`'x'!A w")

@@ -23,8 +23,30 @@
 
 local A_TEXT, A_KIND, A_FROM = 1, 2, 3
 
--- The registration order: time buckets of "wid . ns value" by created_at.
+-- The registration order: time buckets of the waits by created_at, one
+-- member per instant a wait's key rows were registered at: "wid" for the
+-- earliest, "wid . instant" for each later one (TIME.order.members).
 TIME.order = TIME.family("wait_order", "wait_order_index", "order", "wait:order:", "O", "Q", false)
+
+-- The registration order's members of a wait's key rows (wait_parse's): a
+-- list of {at, member}, earliest first.
+function TIME.order.members(wid, rows)
+  local ats, seen = {}, {}
+  for _, row in ipairs(rows) do
+    if not seen[row.at] then
+      seen[row.at] = true
+      ats[#ats + 1] = row.at
+    end
+  end
+  if #ats > 1 then
+    table.sort(ats, bytes_lt) -- 16 digits each: bytes order is time order
+  end
+  local out = { { at = ats[1], member = wid } }
+  for i = 2, #ats do
+    out[i] = { at = ats[i], member = wid .. ats[i] }
+  end
+  return out
+end
 
 -- The attributes of a wait the caller describes: kind, step (decimal),
 -- phase, case and from_source ("" for none) as sent.
@@ -181,17 +203,32 @@ local function register(run, wid, attrs, nv_list, at, electable, read)
   local marked, sealed = redis.call("HGET", K.marks, wid), is_sealed(run)
   local in_force = stored or attrs
   local at_key = instant_key(at)
-  local have, all = {}, {}
+  local have, all, at_seen = {}, {}, false
   for i, row in ipairs(rows or {}) do
     have[row.nv], all[i] = true, row
+    at_seen = at_seen or row.at == at_key
   end
-  local slots, added = {}, {}
+  local added = {}
   for _, nv in ipairs(nv_list) do
     if not have[nv] then
       have[nv] = true
       added[#added + 1] = nv
       all[#all + 1] = { nv = nv, at = at_key }
-      slots[#slots + 1] = TIME.order:slot(at_key, wid .. nv, true)
+    end
+  end
+  -- The registration order gains a member for the instant, unless the wait
+  -- has rows of it already; one earlier than its earliest takes "wid" over.
+  local slots, gone = {}, {}
+  if #added > 0 and not at_seen then
+    local first = rows and TIME.order.members(wid, rows)[1].at
+    if not first then
+      slots[1] = TIME.order:slot(at_key, wid, true)
+    elseif bytes_lt(first, at_key) then
+      slots[1] = TIME.order:slot(at_key, wid .. at_key, true)
+    else
+      gone[1] = TIME.order:slot(first, wid, false)
+      slots[1] = TIME.order:slot(first, wid .. first, true)
+      slots[2] = TIME.order:slot(at_key, wid, true)
     end
   end
   local elects = electable and not marked and not sealed and #added > 0
@@ -215,8 +252,11 @@ local function register(run, wid, attrs, nv_list, at, electable, read)
     end
     redis.call("HSET", bucket, wid, table.concat(text))
   end
-  for _, slot in ipairs(slots) do
+  for i, slot in ipairs(slots) do
     TIME.order:apply(slot, true)
+    if i == 1 then -- "wid" leaves its instant once "wid . instant" holds the bucket
+      TIME.order:remove_all(gone)
+    end
   end
   if elects then
     elect_new(wid, in_force, added, at)
@@ -272,14 +312,17 @@ local function unpark(run, wid, attrs, rows)
   end
 end
 
--- The registration order's slots of a wait's key rows (rows: its key rows,
--- when the caller has read them), noted in the rows (row.order), and the
+-- The registration order's slots of a wait's members (rows: its key rows,
+-- when the caller has read them), noted in the rows (rows.slots), and the
 -- buckets not named noted for NEED: a caller that retires the wait calls it
 -- before need_checked and its first write. Returns the rows.
 function TIME.order.checked(wid, rows)
   rows = rows or key_rows(wid)
-  for _, row in ipairs(rows) do
-    row.order = row.order or TIME.order:slot(row.at, wid .. row.nv, false)
+  if not rows.slots then
+    rows.slots = {}
+    for i, g in ipairs(TIME.order.members(wid, rows)) do
+      rows.slots[i] = TIME.order:slot(g.at, g.member, false)
+    end
   end
   return rows
 end
@@ -294,11 +337,7 @@ local function retire_wait(wid, attrs, rows)
   end
   rows = TIME.order.checked(wid, rows)
   need_checked()
-  local slots = {}
-  for i, row in ipairs(rows) do
-    slots[i] = row.order
-  end
-  TIME.order:remove_all(slots)
+  TIME.order:remove_all(rows.slots)
   local bucket = WAIT.named(wid_run(wid))
   redis.call("HDEL", bucket, wid)
   for _, row in ipairs(rows) do
