@@ -150,6 +150,12 @@ class Context:
     _waits: OrderedDict[str, dict[str, tuple[str, tuple[str, ...]]]] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
+    #: The run of the wait this store registered last under each (kind, namespace,
+    #: value), so that a delivery names its wait bucket at once (a hint: an
+    #: election won by a wait registered elsewhere costs a ``NEED`` and a call more).
+    _key_runs: OrderedDict[tuple[str, str, str], str] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False
+    )
 
     #: Per time bucket family (its suffix): the span exponent as the server last
     #: gave it (a ``NEED`` reply), and the starts of buckets the server named, sorted
@@ -208,6 +214,20 @@ class Context:
         self._waits[run] = effects
         while len(self._waits) > _REMEMBERED_RUNS:
             self._waits.popitem(last=False)
+        for i in range(0, len(pairs), 2):
+            key = (kind, pairs[i], pairs[i + 1])
+            self._key_runs.pop(key, None)
+            self._key_runs[key] = run
+        while len(self._key_runs) > _REMEMBERED_RUNS:
+            self._key_runs.popitem(last=False)
+
+    def likely_runs(self, kind: str, pairs: Sequence[str]) -> list[str]:
+        """The runs of the waits this store registered last under the event's keys
+        (namespace, value, ...) of its kind: likely winners of its election."""
+        found = (
+            self._key_runs.get((kind, pairs[i], pairs[i + 1])) for i in range(0, len(pairs), 2)
+        )
+        return [run for run in found if run is not None]
 
     def remembered_waits(
         self, run: str, effect: str | None = None
@@ -511,7 +531,11 @@ def match_waiter(
     """Offer the stored live event to the oldest eligible wait; the winner, or None."""
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
     reply = yield from ctx.keyed(
-        "match_waiter", [ctx.at("at", at), args[0], args[1]], args[2], args[6:]
+        "match_waiter",
+        [ctx.at("at", at), args[0], args[1]],
+        args[2],
+        args[6:],
+        waits=ctx.likely_runs(args[2], args[6:]),
     )
     if codec.check_status(reply) == "MATCHED":
         return codec.subscription_reply(reply[2])
@@ -524,7 +548,8 @@ def deliver(
     """buffer, then match_waiter, in one step."""
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
     call_args = [ctx.at("at", at), *args]
-    reply = yield from ctx.keyed("deliver", call_args, args[2], args[6:], split=True)
+    likely = ctx.likely_runs(args[2], args[6:])
+    reply = yield from ctx.keyed("deliver", call_args, args[2], args[6:], split=True, waits=likely)
     status = codec.check_status(reply)
     if status == "RESUMED":
         return Resumed(codec.subscription_reply(reply[2]))
