@@ -493,8 +493,14 @@ function TIME:left(start)
   local b = all[start]
   if not b then
     local read = redis.call("HMGET", K[self.counts], start, "g" .. start)
-    local list = read[2] or ""
-    local _, n = string.gsub(list, "\n", "")
+    local list, n, pos = read[2] or "", 0, 1
+    while true do -- its members, counted by plain finds (a pattern steps through every byte)
+      local e = string.find(list, "\n", pos, true)
+      if not e then
+        break
+      end
+      n, pos = n + 1, e + 1
+    end
     b = { entries = tonumber(read[1] or "0"), list = list, n = n }
     all[start] = b
   end
