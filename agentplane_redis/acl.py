@@ -73,6 +73,7 @@ SCRIPT_COMMANDS = (
     "hincrby",
     "hlen",
     "hmget",
+    "hscan",
     "hset",
     "hsetnx",
     "hstrlen",

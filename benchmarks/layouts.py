@@ -42,6 +42,8 @@ from agentplane_redis.keys import bucket_hash
 BUCKET_LOAD = 128
 #: Members a sorted-set bucket holds on average (its listpack holds 128).
 ZSET_LOAD = 48
+#: Rows a wait bucket holds on average (split at 160, while the next holds 64).
+WAIT_LOAD = 96
 #: Members a time bucket holds, the span following the rate (48 to 64).
 TIME_LOAD = 56
 INSTANT = 10**15 + 1767225600000
@@ -201,8 +203,21 @@ def w_election_in_key_buckets(p: Any, i: int, n: int) -> None:
     p.zadd(f"event:key:{h % max(1, n // 16)}", {b"%08x~ " % h + w["at"] + w["wid"]: 0})
 
 
+def w_wait_buckets(p: Any, i: int, n: int) -> None:
+    """The shipped layout (``docs/keys.md``): the wait's row (attributes, then each
+    key and its created_at) a field of the wait bucket of its run (``WAIT_LOAD``
+    rows a bucket); the election entry in the key bucket of (kind, key); one
+    registration order member, the wait's id, in the time buckets of created_at."""
+    w = wait_ids(i, False)
+    row = w["kind"] + b"0f  " + w["nv"] + w["at"]
+    p.hset(bucket("wait", w["run"], n, WAIT_LOAD), w["wid"], row)
+    h = bucket_hash(w["kind"] + w["nv"])
+    p.zadd(f"event:key:{h % max(1, n // 16)}", {b"%08x~ " % h + w["at"] + w["wid"]: 0})
+    _time_entry(p, "wait:order", w["wid"], i)
+
+
 def w_election_bucketed(p: Any, i: int, n: int) -> None:
-    """The shipped layout (``docs/keys.md``): key rows (each carrying its wait's
+    """The layout before the wait buckets: key rows (each carrying its wait's
     attributes), tenant-wide; the election entry in the key bucket of (kind,
     key); registration order in time buckets of created_at (``TIME_LOAD`` waits
     a bucket, one index entry and one count a bucket), each member the wait's id
@@ -383,8 +398,13 @@ LAYOUTS: dict[str, tuple[Writer, str, int]] = {
         "two-step",
         200,
     ),
-    "wait: key rows; election in key buckets, order in time buckets (shipped)": (
+    "wait: key rows; election in key buckets, order in time buckets (before wait buckets)": (
         w_election_bucketed,
+        "two-step",
+        200,
+    ),
+    "wait: rows in wait buckets by run; election in key buckets; order per wait (shipped)": (
+        w_wait_buckets,
         "two-step",
         200,
     ),

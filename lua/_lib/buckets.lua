@@ -167,15 +167,19 @@ local function key_geometry()
   return g
 end
 
--- Whether key is one of the call's keys after its roles.
+-- Whether key is one of the call's keys after its roles (a set of them made
+-- at the first question of a call).
 local function named(key)
-  local keys = KEYS
-  for i = K.roles + 1, #keys do
-    if keys[i] == key then
-      return true
+  local set = PER_CALL.named
+  if not set then
+    local keys = KEYS
+    set = {}
+    for i = K.roles + 1, #keys do
+      set[keys[i]] = true
     end
+    PER_CALL.named = set
   end
-  return false
+  return set[key] == true
 end
 
 -- The hash text (8 hex digits) and the key bucket of a key base = enc(kind) ..

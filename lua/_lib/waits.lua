@@ -5,8 +5,9 @@
 -- (buckets.lua, WAIT), "attrs" then each key row's "ns value . created_at"
 -- (wait_parse), where "attrs" = enc(kind) . step . "f" | "c" . " " .
 -- enc(case) . enc(from_source) ("" for none) are those of its first
--- registration; and "wid . ns value" per key row, scored by created_at, in the
--- registration order's time buckets (TIME.order, buckets.lua). wait_count
+-- registration; and a member per instant its key rows were registered at,
+-- scored by it, in the registration order's time buckets (TIME.order, below,
+-- and buckets.lua). wait_count
 -- counts registered waits. A key row has an
 -- election entry, in the key bucket of (kind, key) (election_entry), exactly
 -- while its wait is unparked and its run unsealed, so elections never pass
@@ -380,19 +381,26 @@ local function sub_status(status, at, sub)
 end
 
 -- The registered waits of a run, in effect order: a list of {wid, effect,
--- attrs, rows} (wait_parse's), read from its wait bucket.
+-- attrs, rows} (wait_parse's), read from its wait bucket, whose other runs'
+-- rows the server passes over (a glob of the run's component).
 local function run_waits(run)
-  local prefix, out = enc(run), {}
+  local prefix, out, seen, cursor = enc(run), {}, {}, "0"
   local bucket = WAIT.named(run)
-  local flat = redis.call("HGETALL", bucket)
-  for i = 1, #flat, 2 do
-    local wid = flat[i]
-    if string.sub(wid, 1, #prefix) == prefix then
-      wid_ends(wid)
-      local attrs, rows = wait_parse(wid, flat[i + 1])
-      out[#out + 1] = { wid = wid, effect = dec(string.sub(wid, #prefix + 1)), attrs = attrs, rows = rows }
+  local glob = string.gsub(prefix, "[%*%?%[%]\\]", "\\%0") .. "*"
+  repeat
+    local page = redis.call("HSCAN", bucket, cursor, "MATCH", glob, "COUNT", "1024")
+    local flat = page[2]
+    for i = 1, #flat, 2 do
+      local wid = flat[i]
+      if not seen[wid] and string.sub(wid, 1, #prefix) == prefix then
+        seen[wid] = true
+        wid_ends(wid)
+        local attrs, rows = wait_parse(wid, flat[i + 1])
+        out[#out + 1] = { wid = wid, effect = dec(string.sub(wid, #prefix + 1)), attrs = attrs, rows = rows }
+      end
     end
-  end
+    cursor = page[1]
+  until cursor == "0"
   table.sort(out, function(a, b)
     return bytes_lt(a.wid, b.wid)
   end)
