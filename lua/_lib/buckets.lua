@@ -182,6 +182,24 @@ local function named(key)
   return set[key] == true
 end
 
+-- The bucket that hash h picks by the geometry g (linear hashing): its key
+-- under prefix, or false when the call did not name it, its number (after
+-- letter, if given) noted for NEED.
+local function bucket_named(prefix, g, h, letter)
+  local n = h % g.span
+  if n < g.split then
+    n = h % (2 * g.span)
+  end
+  local key = prefix .. n
+  if named(key) then
+    return key
+  end
+  local need = PER_CALL.need or {}
+  PER_CALL.need = need
+  need[#need + 1] = letter and letter .. n or n
+  return false
+end
+
 -- The hash text (8 hex digits) and the key bucket of a key base = enc(kind) ..
 -- nv; the bucket is false, and its number noted for NEED, when the call did
 -- not name it. Kept for the call under base (which, a key's components, is
@@ -191,18 +209,8 @@ local function key_bucket(base)
   if seen then
     return seen[1], seen[2]
   end
-  local h, g = bucket_hash(base), key_geometry()
-  local n = h % g.span
-  if n < g.split then
-    n = h % (2 * g.span)
-  end
-  local key = PER_CALL.key_prefix .. n
-  if not named(key) then
-    local need = PER_CALL.need or {}
-    PER_CALL.need = need
-    need[#need + 1] = n
-    key = false
-  end
+  local h, g = bucket_hash(base), key_geometry() -- (which sets the prefix)
+  local key = bucket_named(PER_CALL.key_prefix, g, h)
   local hex = string.format("%08x", h)
   PER_CALL[base] = { hex, key }
   return hex, key
@@ -284,18 +292,8 @@ function WAIT.bucket(run)
   if known[run] ~= nil then
     return known[run]
   end
-  local g, h = WAIT.geometry(), bucket_hash(run)
-  local n = h % g.span
-  if n < g.split then
-    n = h % (2 * g.span)
-  end
-  local key = g.prefix .. n
-  if not named(key) then
-    local need = PER_CALL.need or {}
-    PER_CALL.need = need
-    need[#need + 1] = "W" .. n
-    key = false
-  end
+  local g = WAIT.geometry()
+  local key = bucket_named(g.prefix, g, bucket_hash(run), "W")
   known[run] = key
   return key
 end
