@@ -300,17 +300,15 @@ class Context:
                 learned = Geometry.parse(text(reply[1]))
                 if learned != g:
                     self._key_geometry[0], needed = learned, set()
-                for item in (text(n) for n in reply[2:]):
+                items = [text(n) for n in reply[2:]]
+                for item in items:  # the wait geometry ("V"), which the "W" items follow
+                    if item[:1] == "V" and Geometry.parse(item[1:]) != wg:
+                        self._wait_geometry[0], needed_waits = Geometry.parse(item[1:]), set()
+                for item in items:
                     if item[:1].isdigit():
                         needed.add(int(item))
                     elif item[:1] == "W":
                         needed_waits.add(int(item[1:]))
-                    elif item[:1] == "V":
-                        learned = Geometry.parse(item[1:])
-                        if learned != wg:
-                            self._wait_geometry[0] = learned
-                            items = (text(i) for i in reply[2:])
-                            needed_waits = {int(i[1:]) for i in items if i[:1] == "W"}
                     for family in TIME_FAMILIES:
                         if item[:1] == family.letter:
                             times.append(self.keys.time_bucket(family.suffix, item[1:]))

@@ -334,6 +334,12 @@ class StoreBase(Generic[D, EventsT, TimersT, RunsT]):
         return self._driver.ctx.key_geometry
 
     @property
+    def wait_geometry(self) -> Geometry:
+        """The wait buckets' geometry as this store last learned it from the server
+        (a call answered ``NEED`` learns it afresh)."""
+        return self._driver.ctx.wait_geometry
+
+    @property
     def keys(self) -> TenantKeys:
         """The tenant's key names (for operators and tests)."""
         return self._driver.ctx.keys

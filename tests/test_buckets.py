@@ -96,6 +96,41 @@ def key_geometry(raw, store) -> Geometry:
     return Geometry.parse(stored) if stored else Geometry()
 
 
+def test_wait_buckets_split_as_waits_register_and_every_wait_stays_found(store, make, raw, backend):
+    """Past 64 waits a bucket on average, registering splits wait buckets one by
+    one; each row sits in its run's bucket, and stores that never saw a split
+    look up, list, retire and resume waits through the new buckets, learning the
+    geometry (NEED) before anything is written."""
+    stale = [make(backend.tenant) for _ in range(4)]
+    names = runs(3 * BUCKET_BASE * 64)
+    for i, run in enumerate(names):
+        store.events.subscribe(sub(run, "w", f"k/{i}"), at=at(i))
+    stored = raw.hget(store.keys.key("geometry"), "wait")
+    g = Geometry.parse(stored) if stored else Geometry()
+    assert g.count > BUCKET_BASE
+    assert store.wait_geometry == g  # it named the buckets each split writes
+    sizes = [raw.hlen(k) for k in store.keys.wait_buckets(g)]
+    assert sum(sizes) == len(names)
+    assert max(sizes) <= 512  # each stays a listpack (hash-max-listpack-entries)
+    Audit(raw, backend.tenant).run()
+
+    moved = [i for i, run in enumerate(names) if g.bucket(run) >= BUCKET_BASE]
+    assert moved
+    found = stale[0].events.lookup_wait(names[moved[0]], "w")
+    assert found is not None
+    assert found.subscription.correlation[0].value == str(moved[0])
+    assert stale[0].wait_geometry == g
+    resumed = stale[1].events.deliver(ev("e1", f"k/{moved[1]}"), at=at(10**6))
+    assert resumed.subscription.run == names[moved[1]]
+    stale[2].events.unsubscribe(names[moved[2]], "w")
+    assert stale[3].events.lookup_wait(names[moved[2]], "w") is None
+    assert store.events.stats().waits == len(names) - 1
+    listed = make(backend.tenant).events.waiting(limit=1000)  # through NEED, every bucket
+    left = [str(i) for i in range(len(names)) if i != moved[2]]
+    assert [w.correlation[0].value for w in listed] == left[:1000]
+    Audit(raw, backend.tenant).run()
+
+
 def test_key_buckets_split_as_events_arrive_and_every_event_stays_found(store, make, raw, backend):
     """Past BUCKET_LOAD live events a bucket on average, buffering splits key buckets
     one by one; each entry sits in its key's bucket, and stores that never saw a
