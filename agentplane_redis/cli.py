@@ -42,6 +42,7 @@ from .keys import (
     locate_event,
     locate_timer,
     locate_wait,
+    shell_word,
     timer_attrs,
 )
 from .model import DeadLetter, Resumed, Subscription, Timer
@@ -560,7 +561,9 @@ def list_waits(  # noqa: PLR0917 - the listing's page, names and the command's o
         return
     show(obj, found, render_subscriptions(title(len(found)), found))
     if next_cursor is not None:
-        click.echo(f"more: --after {shlex.quote(next_cursor)}")
+        # (a cursor inside a wait's key rows holds a line end: bash's $'...' keeps it)
+        word = shlex.quote(next_cursor) if next_cursor.isprintable() else shell_word(next_cursor)
+        click.echo(f"more: --after {word}")
 
 
 @main.command()
