@@ -38,7 +38,7 @@ return guard(function()
       corrupt("wait order", m, "bad member")
     end
     wids[i] = parts[1] .. parts[2]
-    WAIT.bucket(unescape(string.sub(parts[1], 1, -2))) -- the page's wait buckets, named at once
+    WAIT.bucket(dec(parts[1])) -- the page's wait buckets, named at once
   end
   need_checked()
   -- Read-only: Python decodes and checks the attributes text. The cursor: the

@@ -71,16 +71,16 @@ end
 
 -- After an insert into a bucket that now holds more than SPLIT_AT entries, with
 -- `size` entries in the family's buckets (geometry text `text`): when that is
--- more than BUCKET_LOAD a bucket, splits bucket g.split (key `from`) into
--- itself and its image (key `to`), and returns the new geometry's text. A
--- timer bucket's entries are its fields, hashed by their run (a run's rows stay
--- together, so each run is hashed once); a key bucket's are its members, whose
--- first 8 hex digits are their hash. Returns nil when no split is due, or when
+-- more than `load` a bucket (BUCKET_LOAD when nil), splits bucket g.split
+-- (key `from`) into itself and its image (key `to`), and returns the new
+-- geometry's text. A timer or wait bucket's entries are its fields, hashed by
+-- their run (a run's rows stay together, so each run is hashed once); a key
+-- bucket's are its members, whose first 8 hex digits are their hash. Returns nil when no split is due, or when
 -- from and to are not those buckets (the caller's geometry was older: a later
 -- insert splits).
-local function grow(text, family, size, from, to)
+local function grow(text, family, size, from, to, load)
   local g = geometry_parse(family, text)
-  if size <= BUCKET_LOAD * (g.span + g.split) then
+  if size <= (load or BUCKET_LOAD) * (g.span + g.split) then
     return nil
   end
   if not (from and to and names_bucket(from, g.split) and names_bucket(to, g.split + g.span)) then
@@ -231,21 +231,24 @@ local function need_checked()
   end
 end
 
--- The two key buckets the next split writes: noted for NEED unless the call
--- named them (a call that inserts live rows names them, so that it can split,
--- and learns of every split: its geometry is the one they were computed by).
-local function key_split_checked()
-  local g = key_geometry()
-  local need = PER_CALL.need or {}
+-- The two buckets the next split of a family writes (g: its geometry, the
+-- key buckets' when nil; prefix and letter: its keys' and its NEED items'):
+-- noted for NEED unless the call named them (a call that inserts names them,
+-- so that it can split, and learns of every split: its geometry is the one
+-- they were computed by).
+local function split_checked(g, prefix, letter)
+  g = g or key_geometry()
+  prefix = prefix or PER_CALL.key_prefix
   for n = g.split, g.split + g.span, g.span do
-    if not named(PER_CALL.key_prefix .. n) then
-      need[#need + 1] = n
+    if not named(prefix .. n) then
+      local need = PER_CALL.need or {}
       PER_CALL.need = need
+      need[#need + 1] = letter and letter .. n or n
     end
   end
 end
 
--- After an entry was added to bucket (by a call that key_split_checked):
+-- After an entry was added to bucket (by a call that split_checked):
 -- splits the next key bucket when bucket has grown past SPLIT_AT and the
 -- bucket to split holds more than BUCKET_LOAD entries (a sample of the
 -- family's load: buckets.lua).
@@ -308,17 +311,10 @@ function WAIT.named(run)
   return key
 end
 
--- The two wait buckets the next split writes: noted for NEED unless the call
--- named them (a call that registers a wait names them, so that it can split).
+-- The two wait buckets the next split writes, noted for NEED unless named.
 function WAIT.split_checked()
   local g = WAIT.geometry()
-  for n = g.split, g.split + g.span, g.span do
-    if not named(g.prefix .. n) then
-      local need = PER_CALL.need or {}
-      PER_CALL.need = need
-      need[#need + 1] = "W" .. n
-    end
-  end
+  split_checked(g, g.prefix, "W")
 end
 
 -- After a row was added to bucket (by a call that WAIT.split_checked): splits
@@ -331,8 +327,7 @@ function WAIT.grow(bucket)
   local g = WAIT.geometry()
   local from, to = g.prefix .. g.split, g.prefix .. (g.split + g.span)
   bucket = from -- its load, a sample of the family's
-  local load = redis.call("HLEN", bucket) * BUCKET_LOAD / WAIT.LOAD
-  if grow(g.text, "wait", load * (g.span + g.split), from, to) then
+  if grow(g.text, "wait", redis.call("HLEN", bucket) * (g.span + g.split), from, to, WAIT.LOAD) then
     PER_CALL.wait_geometry = nil
   end
 end

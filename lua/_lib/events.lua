@@ -602,7 +602,7 @@ local function insert_event(a, at, state, run, effect, targeted)
   if state == "live" then
     local entries = live_entries_of(a.eid, f, a.nv, true)
     if #entries > 0 then
-      key_split_checked()
+      split_checked()
     end
     need_checked()
     event_write(a.eid, f)

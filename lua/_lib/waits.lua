@@ -235,7 +235,7 @@ local function register(run, wid, attrs, nv_list, at, electable, read)
   local elects = electable and not marked and not sealed and #added > 0
   if elects then
     election_checked(in_force, added)
-    key_split_checked()
+    split_checked()
   end
   if not stored then
     WAIT.split_checked()
