@@ -31,6 +31,6 @@ return guard(function()
   local sub = sub_args()
   -- The wait's attributes are read only where a claim parks it anew.
   return claim_reply(sub, function()
-    return wait_read(sub.wid)
+    return wait_read(sub.wid, sub.run)
   end, at)
 end)

@@ -46,7 +46,7 @@ return guard(function()
     -- A retry of a delivery that matched answers Matched again, without writing.
     if f[E_STATE] == "held" and f[E_RUN] == run then
       local wid = enc_pair(run, f[E_EFFECT])
-      local attrs, all = wait_read(wid)
+      local attrs, all = wait_read(wid, run)
       local rows = qualifying_rows(attrs, all, enc(f[E_KIND]), enc(f[E_SOURCE]), nv_set(event_nv(f)))
       if rows then
         return sub_status("MATCHED", decimal(at), sub_reply(run, f[E_EFFECT], wid, attrs, rows))

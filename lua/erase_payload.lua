@@ -42,7 +42,7 @@ return guard(function()
     local run, holder = f[E_RUN], enc_pair(f[E_RUN], f[E_EFFECT])
     local keys = nv_set(event_nv(f))
     if is_marked(holder) then
-      local attrs, rows = wait_read(holder)
+      local attrs, rows = wait_read(holder, run)
       unpark_list[1] = { wid = holder, attrs = attrs, rows = rows }
     end
     for _, w in ipairs(run_waits(run)) do

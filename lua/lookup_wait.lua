@@ -18,7 +18,7 @@
 return guard(function()
   local run, effect = ARGV[1], ARGV[2]
   local wid = enc_pair(run, effect)
-  local attrs, rows = wait_read(wid)
+  local attrs, rows = wait_read(wid, run)
   if not attrs then
     return words("NONE")
   end

@@ -28,7 +28,7 @@ return guard(function()
   local at = instant_arg(ARGV[1])
   local sub = sub_args()
   -- A registered wait's rows leave the election as it parks.
-  local read = { wait_read(sub.wid) }
+  local read = { wait_read(sub.wid, sub.run) }
   election_checked(read[1], read[2])
   need_checked()
   local attrs, mark, sealed, _, stored, rows = register(sub.run, sub.wid, sub_attrs(), sub.nv, at, false, read)

@@ -29,7 +29,7 @@
 return guard(function()
   local run, effect = ARGV[1], ARGV[2]
   local wid = enc_pair(run, effect)
-  local attrs, rows = wait_read(wid)
+  local attrs, rows = wait_read(wid, run)
   local mark, held = mark_read(wid)
   if not mark then -- unparked, it leaves the election
     election_checked(attrs, rows)

@@ -36,7 +36,7 @@ return guard(function()
   local eid, f = claim_search(sub.kind, sub.from, sub.nv)
   -- The election entries it may write: of its keys, put up on a miss, and of
   -- a registered wait's rows, taken out as a hit parks it.
-  local read = { wait_read(sub.wid) }
+  local read = { wait_read(sub.wid, sub.run) }
   local in_force = read[1] or sub_attrs()
   election_checked(in_force, sub.nv)
   election_checked(in_force, read[2])

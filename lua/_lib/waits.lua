@@ -87,9 +87,9 @@ end
 
 -- The wait's attributes and key rows (wait_parse's), read once; nil when the
 -- wait is not registered. Answers NEED (before any write) when the call did
--- not name its run's wait bucket.
-local function wait_read(wid)
-  local bucket = WAIT.named(wid_run(wid))
+-- not name its run's wait bucket. run: the wait's run, when the caller has it.
+local function wait_read(wid, run)
+  local bucket = WAIT.named(run or wid_run(wid))
   local m = redis.call("HGET", bucket, wid)
   if not m then
     return nil, nil
@@ -198,7 +198,7 @@ local function register(run, wid, attrs, nv_list, at, electable, read)
   if read then
     stored, rows = read[1], read[2]
   else
-    stored, rows = wait_read(wid)
+    stored, rows = wait_read(wid, run)
   end
   local bucket = WAIT.named(run)
   local marked, sealed = redis.call("HGET", K.marks, wid), is_sealed(run)
