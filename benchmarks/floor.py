@@ -267,6 +267,38 @@ def fill_sketch(client: redis.Redis, rows: int) -> None:
         pipe.execute()
 
 
+#: The compact layout's buckets for the event sketches: the election entries (key
+#: buckets), the wait rows (wait buckets) and the registration order (time buckets)
+#: in small sorted sets and hashes that keep their listpack encoding, about
+#: ``COMPACT_FILL`` entries each, as the library keeps them at a tenant's usual size.
+COMPACT = {"electable": "zset", "wait": "hash", "wait_order": "zset"}
+COMPACT_BUCKETS, COMPACT_FILL = 64, 90
+
+
+def compact_keys(i: int) -> list[str]:
+    """The event sketches' keys for their ``i``-th item on the compact layout: the
+    bucket of the item in place of each tenant-wide structure ``COMPACT`` names."""
+    return [
+        f"{key}:{i % COMPACT_BUCKETS}" if key.rsplit(":", 1)[1] in COMPACT else key
+        for key in EVENT_KEYS
+    ]
+
+
+def fill_compact(client: redis.Redis) -> None:
+    """Every bucket of ``compact_keys`` with ``COMPACT_FILL`` entries none of the
+    sketches' calls reads: listpacks of the size a call scans in the library."""
+    pipe = client.pipeline(transaction=False)
+    for bucket in range(COMPACT_BUCKETS):
+        for name, kind in COMPACT.items():
+            key = f"floor:{{sketch}}:{name}:{bucket}"
+            filler = {b"\xfffiller-%d" % i: 10**15 for i in range(COMPACT_FILL)}
+            if kind == "hash":
+                pipe.hset(key, mapping=dict.fromkeys(filler, "x" * 40))
+            else:
+                pipe.zadd(key, filler)
+    pipe.execute()
+
+
 def election_prefix(w: Any) -> bytes:
     """A wait's kind and (first) key, as its election entries begin."""
     key = w.correlation[0]
@@ -392,11 +424,15 @@ def sketch_lives(
     base: int,
     tokens: bool,
     mean_fcall: Callable[[redis.Redis, Callable[[], Any]], tuple[float, int]] = mean_fcall,
+    *,
+    event_keys: Callable[[int], list[str]] = lambda i: EVENT_KEYS,
 ) -> dict[str, float]:
     """Each life cycle of the sketches: mean µs per call (or what ``mean_fcall``
-    measures per call), a timer's and an event's."""
+    measures per call), a timer's and an event's; each event item's keys are
+    ``event_keys(i)`` (the compact layout's: ``compact_keys``)."""
     token = (lambda op, i: f"{op}-{base + i}") if tokens else (lambda op, i: "")
-    tk, ek = TIMER_KEYS, EVENT_KEYS
+    tk = TIMER_KEYS
+    eks = [event_keys(i) for i in range(n)]
     tids = [tuple_member([f"run-{i % 50}", f"timer-{base + i}"]) for i in range(n)]
     out: dict[str, float] = {}
     out["arm"], _ = mean_fcall(
@@ -424,7 +460,7 @@ def sketch_lives(
     prefixes = [election_prefix(w) for w in waits]
     for i in range(n):  # registered before: not part of the event's life
         client.fcall(
-            "subscribe", len(ek), *ek, wids[i], prefixes[i], instant(ms(i)), b"w", "", ms(i)
+            "subscribe", len(eks[i]), *eks[i], wids[i], prefixes[i], instant(ms(i)), b"w", "", ms(i)
         )
     payload = redis_payload()
     out["deliver"], _ = mean_fcall(
@@ -432,8 +468,8 @@ def sketch_lives(
         lambda: [
             client.fcall(
                 "deliver",
-                len(ek),
-                *ek,
+                len(eks[i]),
+                *eks[i],
                 event_id(events[i].source, events[i].id),
                 prefixes[i],
                 row(b"h", instant(ms(i))),
@@ -446,12 +482,17 @@ def sketch_lives(
     )
     out["claim_for"], _ = mean_fcall(
         client,
-        lambda: [client.fcall("claim_for", len(ek), *ek, wids[i], token("f", i)) for i in range(n)],
+        lambda: [
+            client.fcall("claim_for", len(eks[i]), *eks[i], wids[i], token("f", i))
+            for i in range(n)
+        ],
     )
     out["unsubscribe"], _ = mean_fcall(
         client,
         lambda: [
-            client.fcall("unsubscribe", len(ek), *ek, wids[i], prefixes[i], ms(i), token("u", i))
+            client.fcall(
+                "unsubscribe", len(eks[i]), *eks[i], wids[i], prefixes[i], ms(i), token("u", i)
+            )
             for i in range(n)
         ],
     )
