@@ -68,7 +68,7 @@ Clock: TypeAlias = Literal["server", "client"]
 # Step sizes, chosen so that a step stays within the contract's server-time
 # target (p99 <= 0.5 ms at typical rows); measured by benchmarks/server_time.py.
 #: Rows one step of sweep_unclaimed or purge handles at most.
-SWEEP_BATCH = 4
+SWEEP_BATCH = 3
 PURGE_BATCH = 16
 #: Sealed marks one parked_waits step retires, and waits it lists, at most.
 PARKED_BATCH = 8
