@@ -287,11 +287,11 @@ def compact_keys(i: int) -> list[str]:
 def fill_compact(client: redis.Redis) -> None:
     """Every bucket of ``compact_keys`` with ``COMPACT_FILL`` entries none of the
     sketches' calls reads: listpacks of the size a call scans in the library."""
+    filler = {b"\xfffiller-%d" % i: 10**15 for i in range(COMPACT_FILL)}
     pipe = client.pipeline(transaction=False)
     for bucket in range(COMPACT_BUCKETS):
         for name, kind in COMPACT.items():
             key = f"floor:{{sketch}}:{name}:{bucket}"
-            filler = {b"\xfffiller-%d" % i: 10**15 for i in range(COMPACT_FILL)}
             if kind == "hash":
                 pipe.hset(key, mapping=dict.fromkeys(filler, "x" * 40))
             else:

@@ -275,7 +275,8 @@ def split(server: Counted, client: redis.Redis, store: RedisStore, n: int, op: s
 
 def sketch_counts(server: Counted, client: redis.Redis, n: int, rows: int) -> dict[str, float]:
     """The same life cycles through ``floor.py``'s sketches (the fewest commands on a
-    layout chosen for few commands, checking nothing), with call tokens."""
+    layout chosen for few commands, checking nothing), with call tokens; the event's
+    life again on the compact layout (``floor.compact_keys``)."""
 
     def per_call(_: redis.Redis, batch: Callable[[], Any]) -> tuple[float, int]:
         client.config_resetstat()
