@@ -288,6 +288,7 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
         "| event life |",
         "| timer life, completed by disarm_many |",
         "| sketch: timer life |",
+        "| sketch, compact layout: event life |",
     )
     # where one operation's instructions go, by the embedded Valkey's own functions
     split = run("instructions.py", "--rows", "150", "--calls", "24", "--split", "claim_for")
