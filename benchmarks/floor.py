@@ -284,12 +284,13 @@ def compact_keys(i: int) -> list[str]:
     ]
 
 
-def fill_compact(client: redis.Redis) -> None:
-    """Every bucket of ``compact_keys`` with ``COMPACT_FILL`` entries none of the
-    sketches' calls reads: listpacks of the size a call scans in the library."""
+def fill_compact(client: redis.Redis, n: int) -> None:
+    """The buckets of ``compact_keys`` that ``n`` items use, each with ``COMPACT_FILL``
+    entries none of the sketches' calls reads: listpacks of the size a call scans in
+    the library."""
     filler = {b"\xfffiller-%d" % i: 10**15 for i in range(COMPACT_FILL)}
     pipe = client.pipeline(transaction=False)
-    for bucket in range(COMPACT_BUCKETS):
+    for bucket in range(min(n, COMPACT_BUCKETS)):
         for name, kind in COMPACT.items():
             key = f"floor:{{sketch}}:{name}:{bucket}"
             if kind == "hash":
@@ -424,15 +425,30 @@ def sketch_lives(
     base: int,
     tokens: bool,
     mean_fcall: Callable[[redis.Redis, Callable[[], Any]], tuple[float, int]] = mean_fcall,
-    *,
-    event_keys: Callable[[int], list[str]] = lambda i: EVENT_KEYS,
 ) -> dict[str, float]:
     """Each life cycle of the sketches: mean µs per call (or what ``mean_fcall``
-    measures per call), a timer's and an event's; each event item's keys are
-    ``event_keys(i)`` (the compact layout's: ``compact_keys``)."""
-    token = (lambda op, i: f"{op}-{base + i}") if tokens else (lambda op, i: "")
+    measures per call), a timer's and an event's."""
+    return {
+        **timer_sketch_lives(client, n, base, tokens, mean_fcall),
+        **event_sketch_lives(client, n, base, tokens, mean_fcall),
+    }
+
+
+def calls_token(base: int, tokens: bool) -> Callable[[str, int], str]:
+    """The call token of a sketch's ``i``-th call of an operation, "" for none."""
+    return (lambda op, i: f"{op}-{base + i}") if tokens else (lambda op, i: "")
+
+
+def timer_sketch_lives(
+    client: redis.Redis,
+    n: int,
+    base: int,
+    tokens: bool,
+    mean_fcall: Callable[[redis.Redis, Callable[[], Any]], tuple[float, int]] = mean_fcall,
+) -> dict[str, float]:
+    """A timer's life through the sketches (``sketch_lives``)."""
+    token = calls_token(base, tokens)
     tk = TIMER_KEYS
-    eks = [event_keys(i) for i in range(n)]
     tids = [tuple_member([f"run-{i % 50}", f"timer-{base + i}"]) for i in range(n)]
     out: dict[str, float] = {}
     out["arm"], _ = mean_fcall(
@@ -454,6 +470,23 @@ def sketch_lives(
         lambda: [client.fcall("disarm", len(tk), *tk, tids[i], token("d", i)) for i in range(n)],
     )
     out["timer life"] = out["arm"] + claim * claims / n + out["disarm"]
+    return out
+
+
+def event_sketch_lives(
+    client: redis.Redis,
+    n: int,
+    base: int,
+    tokens: bool,
+    mean_fcall: Callable[[redis.Redis, Callable[[], Any]], tuple[float, int]] = mean_fcall,
+    *,
+    event_keys: Callable[[int], list[str]] = lambda i: EVENT_KEYS,
+) -> dict[str, float]:
+    """An event's life through the sketches (``sketch_lives``), each item's keys
+    ``event_keys(i)`` (the compact layout's: ``compact_keys``)."""
+    token = calls_token(base, tokens)
+    eks = [event_keys(i) for i in range(n)]
+    out: dict[str, float] = {}
     waits = [wait(base + i) for i in range(n)]
     events = [event(base + i) for i in range(n)]
     wids = [tuple_member([w.run, w.effect]) for w in waits]

@@ -42,7 +42,14 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from floor import SKETCH, compact_keys, fill_compact, fill_sketch, sketch_lives
+from floor import (
+    SKETCH,
+    compact_keys,
+    event_sketch_lives,
+    fill_compact,
+    fill_sketch,
+    sketch_lives,
+)
 from targets import TRIVIAL, at, event, fill, server_version, wait
 
 from agentplane_redis import RedisStore, Timer
@@ -290,12 +297,10 @@ def sketch_counts(server: Counted, client: redis.Redis, n: int, rows: int) -> di
     out = {f"sketch: {name}": count for name, count in lives.items()}
     # The event's life again with the election entries, wait rows and registration
     # order in listpack buckets, as the library keeps them to meet its memory targets.
-    fill_compact(client)
-    compact = sketch_lives(
-        client, n, 2 * 10**6, tokens=True, mean_fcall=per_call, event_keys=compact_keys
-    )
-    for name in ("deliver", "claim_for", "unsubscribe", "event life"):
-        out[f"sketch, compact layout: {name}"] = compact[name]
+    fill_compact(client, n)
+    compact = event_sketch_lives(client, n, 2 * 10**6, True, per_call, event_keys=compact_keys)
+    for name, count in compact.items():
+        out[f"sketch, compact layout: {name}"] = count
     return out
 
 
