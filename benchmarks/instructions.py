@@ -12,6 +12,11 @@ call and its multiple of the trivial script's. The count covers everything the
 server does for a call (reading the request, the script, its commands, the
 reply), and nothing the client does.
 
+Beside the library, the same event lives run through ``lean.py``'s lean
+functions (the library's commands on its layout, with the least Lua their path
+needs) and through ``floor.py``'s sketches (the fewest commands, checking
+nothing), on their layout for few commands and again on the compact one.
+
 Server time on a shared machine moves by a third from one run to the next;
 the counts repeat to within about 1 %, so two versions of the code compare in
 one run each::
@@ -50,6 +55,7 @@ from floor import (
     fill_sketch,
     sketch_lives,
 )
+from lean import LEAN, lean_life, subscribed
 from targets import TRIVIAL, at, event, fill, server_version, wait
 
 from agentplane_redis import RedisStore, Timer
@@ -304,6 +310,23 @@ def sketch_counts(server: Counted, client: redis.Redis, n: int, rows: int) -> di
     return out
 
 
+def lean_counts(
+    server: Counted, client: redis.Redis, store: RedisStore, n: int
+) -> dict[str, float]:
+    """The event's life through ``lean.py``'s lean functions, which send the library's
+    commands on its layout with the least Lua the path allows, in the tenant the
+    library's own lives ran in (their waits registered by the library first)."""
+    client.function_load(LEAN, replace=True)
+    base = 9 * 10**6
+    subscribed(client, store.tenant, base, n)
+    out: dict[str, float] = {}
+    for step, prepare in lean_life(client, store.tenant, base, n).items():
+        out[f"lean, the library's layout: {step}"] = server.count(prepare()) / n
+    out["lean, the library's layout: event life"] = sum(out.values())
+    client.function_delete("agentplane_lean")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--server", choices=["valkey", "redis"], default="valkey")
@@ -328,6 +351,7 @@ def main() -> None:
             print("\n".join(split(server, client, store, args.calls, args.split)))
             return
         found = counts(server, client, store, args.calls)
+        found.update(lean_counts(server, client, store, args.calls))
         found.update(sketch_counts(server, client, args.calls, args.rows))
         trivial = found["trivial script"]
         print(
@@ -335,7 +359,7 @@ def main() -> None:
             " | target |\n|---|---:|---:|---:|"
         )
         for name, count in found.items():
-            life = name.split(": ", 1)[-1] if name.startswith("sketch") else name
+            life = name.split(": ", 1)[-1] if name.startswith(("sketch", "lean")) else name
             target = f"{TARGETS[life]} times" if life in TARGETS else ""
             print(f"| {name} | {count:,.0f} | {count / trivial:.1f} | {target} |")
 

@@ -289,6 +289,7 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
         "| timer life, completed by disarm_many |",
         "| sketch: timer life |",
         "| sketch, compact layout: event life |",
+        "| lean, the library's layout: event life |",
     )
     # where one operation's instructions go, by the embedded Valkey's own functions
     split = run("instructions.py", "--rows", "150", "--calls", "24", "--split", "claim_for")
@@ -304,6 +305,16 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
     assert collector >= 0
     assert all(count > 0 for count in shares.values()), shares
     assert abs(sum(shares.values()) + collector - whole) <= len(shares) + 1, (shares, whole)
+
+
+@pytest.mark.real
+def test_the_lean_functions_write_what_the_library_writes():
+    """lean.py: an event's life through its lean functions leaves every key of the
+    tenant as the library's leaves it, remembered replies included, and each call's
+    server time is printed beside the library's."""
+    out = run("lean.py", "--calls", "40")
+    assert "keys that differ after 40 lives each: none" in out, out
+    assert_rows(out, "| deliver |", "| claim_for |", "| unsubscribe |")
 
 
 @pytest.mark.real

@@ -1,0 +1,397 @@
+"""An event's life in lean scripts on the library's own layout: what the same
+commands cost with as little Lua around them as the path allows.
+
+    python benchmarks/lean.py [--server valkey|redis] [--calls 256]
+
+``LEAN`` is a throwaway function library of three functions, ``lean_deliver``
+(a new event that resumes the oldest wait under its one key),
+``lean_claim_for`` (the wait takes back the event held for it) and
+``lean_unsubscribe`` (the wait is retired and sheds its claim). Each sends the
+same commands as the library's operation on that path, in the same keys, and
+writes the same rows, members and remembered replies (``equivalent`` compares
+two tenants, one run through the library and one through these, key by key).
+What they leave out is the Lua a general script needs: they handle one path
+and give up (an error) on any other (identifiers that need escapes, a
+duplicate, a wait with two keys, a bucket the client did not name, a left
+list), they trust the key hash and bucket keys the client computed, and they
+read only the fields that path needs. Their checks are the contract's: the
+wait exists and is of the event's kind and key, the claim belongs to the
+asking wait and is eligible for it, the client's bucket geometry is current,
+and each call remembers its reply under its token, bounded as the library
+bounds it.
+
+``instructions.py`` counts them under callgrind next to the library
+(``lean_counts``); run alone, this script checks their equivalence and prints
+each call's server time beside the library's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from targets import at, event, server_mean, wait
+
+from agentplane_redis import RedisStore, drivers
+from agentplane_redis.codec import payload_text
+from agentplane_redis.embedded import Server
+from agentplane_redis.keys import Geometry, TenantKeys, key_hash, tuple_member
+from agentplane_redis.ops import DEFAULT_MAX_PAYLOAD
+
+LEAN = r"""#!lua name=agentplane_lean
+-- The event life's path in lean scripts, on the library's layout
+-- (benchmarks/lean.py). Any other path is an error.
+
+local TERM, ZEROS, GENERATION = " ", "000000000000000", 1048576
+
+-- A clean identifier's component (docs/keys.md); one that needs escapes is
+-- not this path.
+local function comp(s)
+  if string.find(s, "[%z\1-\33]") then
+    error("lean: an identifier that needs escapes")
+  end
+  return s .. TERM
+end
+
+local function dollar(s)
+  return "$" .. #s .. ":" .. s
+end
+
+-- An instant's 16 digits, from its decimal ms (below 10^15).
+local function instant(ms)
+  return "1" .. string.sub(ZEROS, 1, 15 - #ms) .. ms
+end
+
+-- The reply remembered under the call's token, counted into its generation.
+local function remember(replies, old, token, text)
+  redis.call("HSET", replies, token, text)
+  if redis.call("HINCRBY", replies, "", #token + #text + 64) >= GENERATION then
+    redis.call("UNLINK", old)
+    redis.call("RENAME", replies, old)
+  end
+end
+
+-- KEYS: events, marks, mark_index, geometry, replies, replies_old, the key
+-- bucket of the event's key, the wait bucket of the winner's run.
+-- ARGV: at, source, id, kind, namespace, value, payload, the key's hash (8
+-- hex digits), key and wait geometry, token.
+redis.register_function("lean_deliver", function(k, a)
+  local at, source, kind, ns, value, payload, hash = a[1], a[2], a[4], a[5], a[6], a[7], a[8]
+  local eid = comp(source) .. comp(a[3])
+  if redis.call("HGET", k[1], eid) then
+    error("lean: a duplicate")
+  end
+  local g = redis.call("HMGET", k[4], "key", "wait")
+  if (g[1] or "0 0") ~= a[9] or (g[2] or "0 0") ~= a[10] then
+    return { "BUCKETS" }
+  end
+  local kc, nv = comp(kind), comp(ns) .. comp(value)
+  local any, own = hash .. "~" .. TERM, hash .. "~" .. comp(source)
+  local entry = redis.call("ZRANGEBYLEX", k[7], "[" .. any, "(" .. any .. "\255", "LIMIT", 0, 1)[1]
+  local mine = redis.call("ZRANGEBYLEX", k[7], "[" .. own, "(" .. own .. "\255", "LIMIT", 0, 1)[1]
+  if not entry or mine then
+    error("lean: no wait, or waits of both groups")
+  end
+  local created, wid = string.sub(entry, #any + 1, #any + 16), string.sub(entry, #any + 17)
+  local p = string.find(wid, TERM, 1, true)
+  local m = redis.call("HGET", k[8], wid)
+  if not m then
+    return redis.error_reply("CORRUPT election entry of an unregistered wait")
+  end
+  -- Its attributes are the row's first four components; then its one key row.
+  local e = string.find(m, TERM, string.find(m, TERM, #kc + 1, true) + 1, true)
+  e = e and string.find(m, TERM, e + 1, true)
+  if not e or string.sub(m, 1, #kc) ~= kc or string.sub(m, e + 1) ~= nv .. created then
+    error("lean: another kind or key under the hash, or a wait of two keys")
+  end
+  local stamp = instant(at)
+  local head = "H-- " .. stamp .. TERM .. wid .. stamp .. TERM .. kc .. "   " .. nv .. "\n"
+  redis.call("HSET", k[1], eid, head .. payload)
+  redis.call("HSET", k[2], wid, at .. " " .. eid)
+  redis.call("ZADD", k[3], "0", "L" .. wid)
+  redis.call("ZREM", k[7], entry)
+  local text = "*3:$7:RESUMED" .. dollar(at) .. "*4:" .. dollar(string.sub(wid, 1, p - 1))
+    .. dollar(string.sub(wid, p + 1, -2)) .. dollar(string.sub(m, 1, e))
+    .. "*2:" .. dollar(ns) .. dollar(value)
+  remember(k[5], k[6], a[11], text)
+  return text
+end)
+
+-- KEYS: events, marks, replies, replies_old.
+-- ARGV: at, run, effect, kind, namespace, value, token.
+redis.register_function("lean_claim_for", function(k, a)
+  local at = a[1]
+  local wid = comp(a[2]) .. comp(a[3])
+  local mark = redis.call("HGET", k[2], wid)
+  local sp = mark and string.find(mark, " ", 1, true)
+  if not sp then
+    error("lean: no claim held")
+  end
+  local eid = string.sub(mark, sp + 1)
+  local raw = redis.call("HGET", k[1], eid)
+  local w = #wid
+  if not raw or string.sub(raw, 1, 1) ~= "H" or string.sub(raw, 22, 21 + w) ~= wid then
+    return redis.error_reply("CORRUPT mark names a row not held for its wait")
+  end
+  local nl, kc = string.find(raw, "\n", 1, true), comp(a[4])
+  local found = string.find(raw, comp(a[5]) .. comp(a[6]), 39 + w + #kc, true)
+  local erased = string.sub(raw, 2, 2) ~= "-"
+  if erased or string.sub(raw, 39 + w, 38 + w + #kc) ~= kc or not found or found > nl then
+    error("lean: the claim is not eligible for the wait")
+  end
+  local head = string.sub(raw, 1, 21 + w) .. instant(at) .. string.sub(raw, 38 + w, nl)
+  local payload = string.sub(raw, nl + 1)
+  redis.call("HSET", k[1], eid, head .. payload)
+  redis.call("HSET", k[2], wid, at .. " " .. eid)
+  local row, has = eid .. head, payload ~= "" and "1" or "0"
+  local withheld = has == "1" and "$1:R$0:" or "$1:0$0:"
+  remember(k[3], k[4], a[7], "*5:$3:HIT" .. dollar(at) .. dollar(row) .. withheld)
+  return { "HIT", at, row, has, payload }
+end)
+
+-- KEYS: events, consumed, wait_count, wait_order, wait_order_index, marks,
+-- mark_index, geometry, replies, replies_old, the wait bucket of the run,
+-- the order bucket of the wait's registration.
+-- ARGV: run, effect, wait geometry, token.
+redis.register_function("lean_unsubscribe", function(k, a)
+  local g = redis.call("HMGET", k[8], "order", "wait")
+  if (g[2] or "0 0") ~= a[3] then
+    return { "BUCKETS" }
+  end
+  local wid = comp(a[1]) .. comp(a[2])
+  local m = redis.call("HGET", k[11], wid)
+  if not m then
+    error("lean: a wait not registered")
+  end
+  local mark = redis.call("HGET", k[6], wid)
+  -- The order bucket holding its instant (its one key row's, the row's end).
+  local created = string.sub(m, -16)
+  local span, newest = string.match(g[1] or "", "^(%d+) (%d+) %d+$")
+  local start = newest
+  if not newest or tonumber(newest) > tonumber(created) then
+    start = redis.call("ZREVRANGEBYLEX", k[5], "[" .. created, "-", "LIMIT", "0", "1")[1]
+  end
+  if not start or k[12] ~= string.sub(k[8], 1, -8) .. "wait:order:" .. start then
+    error("lean: an order bucket the client did not name")
+  end
+  if redis.call("HMGET", k[4], start, "g" .. start)[2] then
+    error("lean: a left list")
+  end
+  local sp = mark and string.find(mark, " ", 1, true)
+  local eid, raw
+  if sp then
+    eid = string.sub(mark, sp + 1)
+    raw = redis.call("HGET", k[1], eid)
+    if not raw or string.sub(raw, 1, 1) ~= "H" or string.sub(raw, 22, 21 + #wid) ~= wid then
+      return redis.error_reply("CORRUPT mark names a row not held for its wait")
+    end
+  end
+  if mark then
+    redis.call("HDEL", k[6], wid)
+    redis.call("ZREM", k[7], "L" .. wid, "B" .. wid, "S" .. wid)
+  end
+  redis.call("ZREM", k[12], wid)
+  if redis.call("HINCRBY", k[4], start, -1) <= 0 then
+    redis.call("HDEL", k[4], start)
+    redis.call("ZREM", k[5], start)
+    if start == newest then
+      local before = redis.call("ZREVRANGEBYLEX", k[5], "(~", "-", "LIMIT", "0", "1")[1]
+      redis.call("HSET", k[8], "order", before and (span .. " " .. before .. " " .. start) or span)
+    end
+  end
+  redis.call("HDEL", k[11], wid)
+  redis.call("INCRBY", k[3], "-1")
+  if raw then
+    redis.call("HSET", k[1], eid, "C" .. string.sub(raw, 2, string.find(raw, "\n", 1, true)))
+    redis.call("ZADD", k[2], "0", string.sub(raw, 5, 20) .. eid)
+  end
+  remember(k[9], k[10], a[4], "*1:$2:OK")
+  return redis.status_reply("OK")
+end)
+"""
+
+
+def token() -> str:
+    """A call token as a store makes one."""
+    return f"{time.time_ns() // 1_000_000:013d}{os.urandom(8).hex()}"
+
+
+class Lean:
+    """The lean functions' calls for one tenant's event lives, each call's keys and
+    arguments computed beforehand from the geometry stored then."""
+
+    def __init__(self, client: redis.Redis, tenant: str) -> None:
+        self.client, self.keys = client, TenantKeys(tenant)
+
+    def geometry(self, family: str) -> Geometry:
+        return Geometry.parse(self.client.hget(self.keys.key("geometry"), family) or "0 0")
+
+    def deliver(self, i: int, n: int) -> Callable[[], Any]:
+        k = self.keys.key
+        key_g, wait_g = self.geometry("key"), self.geometry("wait")
+        calls = []
+        for j in range(i, i + n):
+            e, w = event(j), wait(j)
+            key = e.correlation[0]
+            h = key_hash(e.kind, key.namespace, key.value)
+            keys = [k("events"), k("marks"), k("mark_index"), k("geometry"), k("replies")]
+            keys += [k("replies_old"), self.keys.key_bucket(key_g.bucket_of(h))]
+            keys.append(self.keys.wait_bucket(wait_g.bucket(w.run)))
+            args = [str(ms(j)), e.source, e.id, e.kind, key.namespace, key.value]
+            args += [payload_text(e.payload, DEFAULT_MAX_PAYLOAD), f"{h:08x}", key_g.text()]
+            args += [wait_g.text(), token()]
+            calls.append((keys, args))
+        return lambda: [self.client.fcall("lean_deliver", len(ks), *ks, *a) for ks, a in calls]
+
+    def claim_for(self, i: int, n: int) -> Callable[[], Any]:
+        k = self.keys.key
+        keys = [k("events"), k("marks"), k("replies"), k("replies_old")]
+        calls = []
+        for j in range(i, i + n):
+            w, key = wait(j), wait(j).correlation[0]
+            calls.append([str(ms(j)), w.run, w.effect, w.kind, key.namespace, key.value, token()])
+        return lambda: [self.client.fcall("lean_claim_for", 4, *keys, *a) for a in calls]
+
+    def unsubscribe(self, i: int, n: int) -> Callable[[], Any]:
+        k = self.keys.key
+        wait_g = self.geometry("wait")
+        fixed = [k(role) for role in ("events", "consumed", "wait_count", "wait_order")]
+        fixed += [k(role) for role in ("wait_order_index", "marks", "mark_index", "geometry")]
+        fixed += [k("replies"), k("replies_old")]
+        calls = []
+        for j in range(i, i + n):
+            w = wait(j)
+            row = self.client.hget(self.keys.wait_bucket(wait_g.bucket(w.run)), wid(w.run))
+            created = (row or b"")[-16:].decode()
+            start = self.client.zrevrangebylex(
+                k("wait_order_index"), f"[{created}", "-", start=0, num=1
+            )
+            order = self.keys.order_bucket(start[0].decode()) if start else ""
+            keys = [*fixed, self.keys.wait_bucket(wait_g.bucket(w.run)), order]
+            calls.append((keys, [w.run, w.effect, wait_g.text(), token()]))
+        return lambda: [self.client.fcall("lean_unsubscribe", 12, *ks, *a) for ks, a in calls]
+
+
+def ms(j: int) -> int:
+    """The instant of the j-th item, ms since the epoch."""
+    return int(at(j).timestamp() * 1000)
+
+
+def wid(run: str, effect: str = "await-payment") -> str:
+    return tuple_member([run, effect]).decode()
+
+
+def subscribed(client: redis.Redis, tenant: str, base: int, n: int) -> RedisStore:
+    """A store of ``tenant`` with the waits of items base.. base + n registered."""
+    store = RedisStore(client, tenant=tenant)
+    for j in range(base, base + n):
+        store.events.subscribe(wait(j), at=at(j))
+    return store
+
+
+def library_life(store: RedisStore, base: int, n: int) -> dict[str, Callable[[], Any]]:
+    """The same lives through the library's store."""
+    ev = store.events
+    return {
+        "deliver": lambda: [ev.deliver(event(j), at=at(j)) for j in range(base, base + n)],
+        "claim_for": lambda: [ev.claim_for(wait(j), at=at(j)) for j in range(base, base + n)],
+        "unsubscribe": lambda: [
+            ev.unsubscribe(wait(j).run, wait(j).effect) for j in range(base, base + n)
+        ],
+    }
+
+
+def lean_life(
+    client: redis.Redis, tenant: str, base: int, n: int
+) -> dict[str, Callable[[], Callable[[], Any]]]:
+    """The lives through the lean functions: for each step, what computes its calls
+    (what the store does in Python, reading the geometry stored then) and answers
+    the batch that sends them."""
+    lean = Lean(client, tenant)
+    return {
+        "deliver": lambda: lean.deliver(base, n),
+        "claim_for": lambda: lean.claim_for(base, n),
+        "unsubscribe": lambda: lean.unsubscribe(base, n),
+    }
+
+
+def lives(client: redis.Redis, base: int, n: int) -> list[dict[str, Callable[[], Any]]]:
+    """The lives of items base.. base + n through the library (tenant ``lib``) and
+    through the lean functions (tenant ``lean``), each tenant's waits registered
+    first by the library; the lean steps compute their calls as they start."""
+    library = library_life(subscribed(client, "lib", base, n), base, n)
+    subscribed(client, "lean", base, n)
+    lean = lean_life(client, "lean", base, n)
+    return [library, {step: lambda make=make: make()() for step, make in lean.items()}]
+
+
+def tenant_state(client: redis.Redis, tenant: str) -> dict[str, Any]:
+    """Every key of the tenant by its suffix, with its contents; the remembered
+    replies by text (their tokens differ from run to run)."""
+    prefix = f"agentplane:{{{tenant}}}:"
+    out: dict[str, Any] = {}
+    for key in client.scan_iter(match=f"{prefix}*", count=1000):
+        suffix = key.decode()[len(prefix) :]
+        kind = client.type(key).decode()
+        if kind == "hash":
+            value: Any = client.hgetall(key)
+            if suffix == "reply":
+                value = sorted(value.values())
+        elif kind == "zset":
+            value = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "string":
+            value = client.get(key)
+        else:
+            value = kind
+        out[suffix] = value
+    return out
+
+
+def equivalent(client: redis.Redis, n: int, base: int = 7 * 10**6) -> list[str]:
+    """The lives of ``n`` items run through the library (tenant ``lib``) and the lean
+    functions (tenant ``lean``), after the same waits were registered: the keys
+    whose contents differ (none, when the lean functions write what the library
+    does)."""
+    client.function_load(LEAN, replace=True)
+    # The library's store forgets the replies it acknowledges; the lean calls
+    # acknowledge none. So that both tenants keep every reply to compare, the
+    # store acknowledges none either here.
+    take_acks = drivers._Driver._take_acks
+    drivers._Driver._take_acks = lambda self, call: []  # type: ignore[method-assign]
+    try:
+        ran = lives(client, base, n)
+        for step in ("deliver", "claim_for", "unsubscribe"):
+            for life in ran:
+                life[step]()
+    finally:
+        drivers._Driver._take_acks = take_acks  # type: ignore[method-assign]
+    a, b = tenant_state(client, "lib"), tenant_state(client, "lean")
+    return sorted(s for s in a.keys() | b.keys() if a.get(s) != b.get(s))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--server", choices=["valkey", "redis"], default="valkey")
+    parser.add_argument("--calls", type=int, default=256)
+    args = parser.parse_args()
+    n = args.calls
+    with Server(args.server) as server:
+        client = redis.Redis.from_url(server.url)
+        differ = equivalent(client, n)
+        print(f"keys that differ after {n} lives each: {', '.join(differ) or 'none'}\n")
+        client.flushall()
+        client.function_load(LEAN, replace=True)
+        client.config_set("slowlog-log-slower-than", -1)
+        ran = lives(client, 8 * 10**6, n)
+        print("| server time per call, mean µs | library | lean |\n|---|---:|---:|")
+        for step in ("deliver", "claim_for", "unsubscribe"):
+            row = [server_mean(client, "fcall", life[step])[0] for life in ran]
+            print(f"| {step} | {row[0]:.1f} | {row[1]:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
