@@ -26,11 +26,85 @@
 --@include _lib/waits.lua
 --@include _lib/matching.lua
 
+-- The usual wait, retired field by field: registered with one key row, its
+-- claim (if any) a row held for it, its election entry's key bucket named by
+-- the call; it leaves its order bucket directly where the call named that,
+-- else by the bucket's left list (buckets.lua, TIME), unless that is then due
+-- for tidying. m: its row, mark: its mark as stored. Reads and checks everything before its first write; answers false,
+-- having written nothing, for any other wait, which the general path retires
+-- (and reports, if corrupt) from what was read.
+local function retired_usual(wid, bucket, m, mark)
+  local kind_end = string.find(m, TERM, 1, true)
+  local case_end = string.find(m, TERM, string.find(m, TERM, kind_end + 1, true) + 1, true)
+  local attrs_end = case_end and string.find(m, TERM, case_end + 1, true)
+  local ns_end = attrs_end and string.find(m, TERM, attrs_end + 1, true)
+  local key_end = ns_end and string.find(m, TERM, ns_end + 1, true)
+  local created = string.sub(m, -INSTANT_WIDTH)
+  if not key_end or #m ~= key_end + INSTANT_WIDTH or string.find(created, "%D") then
+    return false
+  end
+  local held, raw = mark_held(mark), nil
+  if held then
+    raw = redis.call("HGET", K.events, held)
+    if not raw or string.sub(raw, 1, 1) ~= "H" or string.sub(raw, 22, 21 + #wid) ~= wid then
+      return false
+    end
+  end
+  local start = TIME.order:holding(created)
+  if not start then
+    return false
+  end
+  local key, left = TIME.order:key(start), TIME.order:left(start) -- its order bucket
+  local listed = not named(key)
+  if listed and (left.n + 1 >= TIME.TIDY or left.n + 1 >= left.entries) then
+    return false
+  end
+  local election -- an unparked wait's election entry: its key bucket and member
+  if not mark then
+    local h, entries = key_bucket(string.sub(m, 1, kind_end) .. string.sub(m, attrs_end + 1, key_end))
+    if not entries then
+      return false
+    end
+    election = { entries, h .. "~" .. string.sub(m, case_end + 1, attrs_end) .. created .. wid }
+  end
+  if mark then
+    mark_clear(wid)
+  end
+  if listed then
+    left.list, left.n = left.list .. wid .. "\n", left.n + 1
+    redis.call("HSET", K.wait_order, "g" .. start, left.list)
+  else
+    local gone = TIME.order:tidy(key, start)
+    redis.call("ZREM", key, wid)
+    TIME.order:count(start, -(gone + 1))
+  end
+  redis.call("HDEL", bucket, wid)
+  if election then
+    local bucket = election[1] -- (the key bucket, not the wait's)
+    redis.call("ZREM", bucket, election[2])
+  end
+  redis.call("INCRBY", K.wait_count, "-1")
+  if raw then -- shed: held -> consumed, the payload gone
+    redis.call("HSET", K.events, held, "C" .. string.sub(raw, 2, string.find(raw, "\n", 1, true)))
+    redis.call("ZADD", K.consumed, "0", string.sub(raw, 5, 20) .. held)
+  end
+  return true
+end
+
 return guard(function()
   local run, effect = ARGV[1], ARGV[2]
   local wid = enc_pair(run, effect)
-  local attrs, rows = wait_read(wid, run)
-  local mark, held = mark_read(wid)
+  local bucket = WAIT.named(run)
+  local m = redis.call("HGET", bucket, wid)
+  local mark = redis.call("HGET", K.marks, wid)
+  if m and retired_usual(wid, bucket, m, mark) then
+    return words("OK")
+  end
+  local attrs, rows
+  if m then
+    attrs, rows = wait_parse(wid, m)
+  end
+  local held = mark_held(mark)
   if not mark then -- unparked, it leaves the election
     election_checked(attrs, rows)
   end
