@@ -25,6 +25,54 @@
 --@include _lib/waits.lua
 --@include _lib/matching.lua
 
+-- The usual delivery, resumed field by field: a new event of one key whose
+-- oldest wait is of any sender and of one key row, in buckets the call named.
+-- Holds the new row for that wait and parks it (its election entry goes);
+-- returns the subscription (sub_reply's). Answers false, having written
+-- nothing, when no wait is up for the key (the event is buffered), and nil
+-- for any other case, which the general election decides.
+local function resumed_usual(event, at)
+  local nv = event.nv[1]
+  if #event.nv ~= 1 then
+    return nil
+  end
+  local kind = enc(event.kind)
+  local h, key = key_bucket(kind .. nv) -- its key bucket
+  if not key then
+    return nil
+  end
+  local any, own = h .. "~" .. TERM, h .. "~" .. enc(event.source)
+  local entry = redis.call("ZRANGEBYLEX", key, "[" .. any, "(" .. any .. "\255", "LIMIT", "0", "1")[1]
+  if redis.call("ZRANGEBYLEX", key, "[" .. own, "(" .. own .. "\255", "LIMIT", "0", "1")[1] then
+    return nil -- waits of this sender only: the general election merges both
+  end
+  if not entry then
+    return false
+  end
+  local created, wid = string.sub(entry, #any + 1, #any + INSTANT_WIDTH), string.sub(entry, #any + INSTANT_WIDTH + 1)
+  local first, second = wid_ends(wid)
+  local run = unescape(string.sub(wid, 1, first - 1))
+  local bucket = WAIT.bucket(run)
+  local m = bucket and redis.call("HGET", bucket, wid)
+  -- Of this kind, with this one key row: its attributes' four components, then the row.
+  local cut = m and #m - #nv - INSTANT_WIDTH
+  if not m or string.sub(m, 1, #kind) ~= kind or string.sub(m, cut + 1) ~= nv .. created then
+    return nil
+  end
+  local e = string.find(m, TERM, string.find(m, TERM, #kind + 1, true) + 1, true)
+  if not e or string.find(m, TERM, e + 1, true) ~= cut then
+    return nil
+  end
+  local effect = unescape(string.sub(wid, first + 1, second - 1))
+  local f = new_event_row(event, at, "held", run, effect, "0")
+  f.wid = wid
+  event_write(event.eid, f)
+  redis.call("HSET", K.marks, wid, decimal(at) .. " " .. event.eid)
+  redis.call("ZADD", K.mark_index, "0", "L" .. wid)
+  redis.call("ZREM", key, entry)
+  return { run, effect, string.sub(m, 1, cut), { event.keys[1], event.keys[2] } }
+end
+
 return guard(function()
   local at = instant_arg(ARGV[1])
   local event = event_args(2)
@@ -32,8 +80,11 @@ return guard(function()
   if not f then
     -- A new event goes straight to the wait it resumes (held: it never enters
     -- the live indexes), or is buffered live.
-    f = new_event_row(event, at, "held", "", "", "0")
-    local sub = elect(event.eid, f, at, event.nv)
+    local sub = resumed_usual(event, at)
+    if sub == nil then
+      f = new_event_row(event, at, "held", "", "", "0")
+      sub = elect(event.eid, f, at, event.nv)
+    end
     if not sub then
       insert_event(event, at, "live", "", "", "0")
       return words("BUFFERED", decimal(at))
