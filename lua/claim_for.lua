@@ -55,8 +55,8 @@ local function recovered_usual(at, wid, mark)
   local head = string.sub(raw, 1, 21 + w) .. instant_key(at) .. string.sub(raw, 38 + w, nl)
   local payload = string.sub(raw, nl + 1)
   redis.call("HSET", K.events, held, head .. payload)
+  park(ARGV[2], wid, nil, at, nil, nil, held) -- parked already: parked_at only
   local stamp = decimal(at)
-  redis.call("HSET", K.marks, wid, stamp .. " " .. held)
   local row, has = held .. head, payload ~= "" and "1" or "0"
   local out = { "HIT", stamp, row, has, payload, text = hit_text(stamp, row, has) }
   if has == "1" then -- the payload, withheld from the remembered reply, is here

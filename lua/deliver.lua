@@ -27,7 +27,7 @@
 
 -- The usual delivery, resumed field by field: a new event of one key whose
 -- oldest wait is of any sender and of one key row, in buckets the call named.
--- Holds the new row for that wait and parks it (its election entry goes);
+-- Holds the new row for that wait and parks it (park: its election entry goes);
 -- returns the subscription (sub_reply's). Answers false, having written
 -- nothing, when no wait is up for the key (the event is buffered), and nil
 -- for any other case, which the general election decides.
@@ -63,14 +63,12 @@ local function resumed_usual(event, at)
   if not e or string.find(m, TERM, e + 1, true) ~= cut then
     return nil
   end
-  local effect = unescape(string.sub(wid, first + 1, second - 1))
+  local effect, attrs = unescape(string.sub(wid, first + 1, second - 1)), { string.sub(m, 1, cut), kind, TERM }
   local f = new_event_row(event, at, "held", run, effect, "0")
   f.wid = wid
   event_write(event.eid, f)
-  redis.call("HSET", K.marks, wid, decimal(at) .. " " .. event.eid)
-  redis.call("ZADD", K.mark_index, "0", "L" .. wid)
-  redis.call("ZREM", key, entry)
-  return { run, effect, string.sub(m, 1, cut), { event.keys[1], event.keys[2] } }
+  park(run, wid, attrs, at, { { nv = nv, at = created } }, false, event.eid)
+  return { run, effect, attrs[A_TEXT], { event.keys[1], event.keys[2] } }
 end
 
 return guard(function()

@@ -30,9 +30,10 @@
 -- claim (if any) a row held for it, its election entry's key bucket named by
 -- the call; it leaves its order bucket directly where the call named that,
 -- else by the bucket's left list (buckets.lua, TIME), unless that is then due
--- for tidying. m: its row, mark: its mark as stored. Reads and checks everything before its first write; answers false,
--- having written nothing, for any other wait, which the general path retires
--- (and reports, if corrupt) from what was read.
+-- for tidying. m: its row, mark: its mark as stored. Reads and checks
+-- everything before its first write, then writes as retire_wait and shed do;
+-- answers false, having written nothing, for any other wait, which the
+-- general path retires (and reports, if corrupt) from what was read.
 local function retired_usual(wid, bucket, m, mark)
   local kind_end = string.find(m, TERM, 1, true)
   local case_end = string.find(m, TERM, string.find(m, TERM, kind_end + 1, true) + 1, true)
@@ -43,10 +44,11 @@ local function retired_usual(wid, bucket, m, mark)
   if not key_end or #m ~= key_end + INSTANT_WIDTH or string.find(created, "%D") then
     return false
   end
-  local held, raw = mark_held(mark), nil
+  local held, raw, nl = mark_held(mark), nil, nil
   if held then
     raw = redis.call("HGET", K.events, held)
-    if not raw or string.sub(raw, 1, 1) ~= "H" or string.sub(raw, 22, 21 + #wid) ~= wid then
+    nl = raw and string.find(raw, "\n", 1, true)
+    if not nl or string.sub(raw, 1, 1) ~= "H" or string.sub(raw, 22, 21 + #wid) ~= wid then
       return false
     end
   end
@@ -59,34 +61,23 @@ local function retired_usual(wid, bucket, m, mark)
   if listed and (left.n + 1 >= TIME.TIDY or left.n + 1 >= left.entries) then
     return false
   end
-  local election -- an unparked wait's election entry: its key bucket and member
-  if not mark then
-    local h, entries = key_bucket(string.sub(m, 1, kind_end) .. string.sub(m, attrs_end + 1, key_end))
-    if not entries then
+  local nv, attrs = string.sub(m, attrs_end + 1, key_end), nil
+  if not mark then -- unparked, it leaves the election: its entry's bucket named?
+    attrs = { false, string.sub(m, 1, kind_end), string.sub(m, case_end + 1, attrs_end) }
+    if not select(2, key_bucket(attrs[A_KIND] .. nv)) then
       return false
     end
-    election = { entries, h .. "~" .. string.sub(m, case_end + 1, attrs_end) .. created .. wid }
   end
-  if mark then
-    mark_clear(wid)
-  end
-  if listed then
-    left.list, left.n = left.list .. wid .. "\n", left.n + 1
-    redis.call("HSET", K.wait_order, "g" .. start, left.list)
-  else
-    local gone = TIME.order:tidy(key, start)
-    redis.call("ZREM", key, wid)
-    TIME.order:count(start, -(gone + 1))
-  end
+  mark_clear(wid)
+  TIME.order:remove_all({ { member = wid, start = start, key = not listed and key } })
   redis.call("HDEL", bucket, wid)
-  if election then
-    local bucket = election[1] -- (the key bucket, not the wait's)
-    redis.call("ZREM", bucket, election[2])
+  if attrs then
+    local bucket, entry = election_entry(attrs, nv, created, wid) -- (its key bucket)
+    redis.call("ZREM", bucket, entry)
   end
   redis.call("INCRBY", K.wait_count, "-1")
-  if raw then -- shed: held -> consumed, the payload gone
-    redis.call("HSET", K.events, held, "C" .. string.sub(raw, 2, string.find(raw, "\n", 1, true)))
-    redis.call("ZADD", K.consumed, "0", string.sub(raw, 5, 20) .. held)
+  if raw then
+    shed_stored(held, raw, nl)
   end
   return true
 end

@@ -602,26 +602,34 @@ end
 -- Removes slots (after need_checked), a few commands a bucket: the key rows
 -- of a wait of many keys leave their bucket together.
 function TIME:remove_all(slots)
-  local by, starts = {}, {}
-  for _, slot in ipairs(slots) do
-    local group = by[slot.start]
-    if not group then
-      group = { key = slot.key, members = {} }
-      by[slot.start], starts[#starts + 1] = group, slot.start
-    end
-    group.members[#group.members + 1] = slot.member
-  end
   local counts = K[self.counts]
-  for _, start in ipairs(starts) do
-    local group = by[start]
-    if group.key then
-      local gone = self:tidy(group.key, start)
-      zrem_all(group.key, group.members)
-      self:count(start, -(gone + #group.members))
+  -- The members that leave the bucket at start (key false: not named).
+  local function leave(start, key, members)
+    if key then
+      local gone = self:tidy(key, start)
+      zrem_all(key, members)
+      self:count(start, -(gone + #members))
     else
       local b = self:left(start)
-      b.list, b.n = b.list .. table.concat(group.members, "\n") .. "\n", b.n + #group.members
+      b.list, b.n = b.list .. table.concat(members, "\n") .. "\n", b.n + #members
       redis.call("HSET", counts, "g" .. start, b.list)
+    end
+  end
+  if #slots == 1 then -- the usual: one member
+    local slot = slots[1]
+    leave(slot.start, slot.key, { slot.member })
+  else
+    local by, starts = {}, {}
+    for _, slot in ipairs(slots) do
+      local group = by[slot.start]
+      if not group then
+        group = { key = slot.key, members = {} }
+        by[slot.start], starts[#starts + 1] = group, slot.start
+      end
+      group.members[#group.members + 1] = slot.member
+    end
+    for _, start in ipairs(starts) do
+      leave(start, by[start].key, by[start].members)
     end
   end
   if self.counted and #slots > 0 then

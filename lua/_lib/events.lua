@@ -429,18 +429,24 @@ local function event_restamp(eid, f, claimed)
   return head
 end
 
+-- held -> consumed, patched into the stored text raw of a held row, whose
+-- line end is at nl: its letter, and its payload emptied.
+local function shed_stored(eid, raw, nl)
+  redis.call("HSET", K.events, eid, "C" .. string.sub(raw, 2, nl))
+  redis.call("ZADD", K.consumed, "0", string.sub(raw, 5, 4 + INSTANT_WIDTH) .. eid)
+end
+
 -- held -> consumed: the payload goes; identity, keys, minter and holder stay.
--- A held row as event_fields read it is patched: its letter, and its payload
--- emptied.
+-- A held row as event_fields read it is patched (shed_stored).
 local function shed(eid, f)
   local raw = f[E_STATE] == "held" and f.raw
   f[E_STATE], f[#f] = "consumed", ""
   if raw then
-    redis.call("HSET", K.events, eid, "C" .. string.sub(raw, 2, f.at_payload - 1))
+    shed_stored(eid, raw, f.at_payload - 1)
     f.raw = nil
-  else
-    event_write(eid, f)
+    return
   end
+  event_write(eid, f)
   redis.call("ZADD", K.consumed, "0", f[E_RECEIVED] .. eid)
 end
 
