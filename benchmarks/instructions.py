@@ -26,7 +26,8 @@ one run each::
 What the count leaves out is the time an instruction waits for memory, which
 grows with the data (``flatness.py`` measures that) and varies by machine.
 
-``--split buffer`` (any operation of the table) prints instead where that
+``--split buffer`` (any operation of the table, or ``lean deliver``, ``lean
+claim_for``, ``lean unsubscribe``) prints instead where that
 operation's instructions go, by the server's own functions: reading the request
 and writing the reply, entering the function, the commands it calls through
 ``redis.call`` and the commands' own share of them, Lua's garbage collector,
@@ -272,11 +273,20 @@ def counts(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> d
 
 def split(server: Counted, client: redis.Redis, store: RedisStore, n: int, op: str) -> list[str]:
     """Where ``op``'s instructions go (``split_rows``), the operations before it in
-    its life cycle run first, as ``counts`` runs them."""
+    its life cycle run first, as ``counts`` runs them; ``lean deliver`` (and
+    ``lean claim_for``, ``lean unsubscribe``) splits a step of ``lean.py``'s."""
     batches = operations(client, store, n)
-    if op not in batches:
-        raise SystemExit(f"--split takes one of: {', '.join(batches)}")
-    for name, batch in batches.items():
+    lean = [f"lean {step}" for step in ("deliver", "claim_for", "unsubscribe")]
+    if op not in batches and op not in lean:
+        raise SystemExit(f"--split takes one of: {', '.join([*batches, *lean])}")
+    if op in lean:
+        client.function_load(LEAN, replace=True)
+        subscribed(client, store.tenant, 9 * 10**6, n)
+        prepared = lean_life(client, store.tenant, 9 * 10**6, n)
+        # each step's calls computed once the steps before it ran
+        batches = {f"lean {step}": prepare for step, prepare in prepared.items()}
+    for name, made in batches.items():
+        batch = made() if op in lean else made
         if name == op:
             profile = server.dump(batch)
             total, found = summary(profile), inclusive(profile)

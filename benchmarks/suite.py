@@ -32,7 +32,8 @@ Runs, one after another on a throwaway server each:
 * ``costs.py``: the server's price of each ingredient of a call (a key, an
   argument, each kind of command, a Lua step, a reply), under callgrind;
 * ``instructions.py``: the server's instructions per operation and per life
-  cycle under callgrind, the figure the machine's load does not move (where
+  cycle under callgrind, beside ``lean.py``'s lean functions and ``floor.py``'s
+  sketches, the figure the machine's load does not move (where
   valgrind is installed: ``apt-get install valgrind``; otherwise the report
   says it was left out).
 
