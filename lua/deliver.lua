@@ -59,7 +59,8 @@ local function resumed_usual(event, at)
   if not m or string.sub(m, 1, #kind) ~= kind or string.sub(m, cut + 1) ~= nv .. created then
     return nil
   end
-  local e = string.find(m, TERM, string.find(m, TERM, #kind + 1, true) + 1, true)
+  local e = string.find(m, TERM, #kind + 1, true) -- its step and phase end
+  e = e and string.find(m, TERM, e + 1, true) -- its case
   if not e or string.find(m, TERM, e + 1, true) ~= cut then
     return nil
   end

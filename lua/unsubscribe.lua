@@ -36,7 +36,8 @@
 -- general path retires (and reports, if corrupt) from what was read.
 local function retired_usual(wid, bucket, m, mark)
   local kind_end = string.find(m, TERM, 1, true)
-  local case_end = string.find(m, TERM, string.find(m, TERM, kind_end + 1, true) + 1, true)
+  local step_end = kind_end and string.find(m, TERM, kind_end + 1, true)
+  local case_end = step_end and string.find(m, TERM, step_end + 1, true)
   local attrs_end = case_end and string.find(m, TERM, case_end + 1, true)
   local ns_end = attrs_end and string.find(m, TERM, attrs_end + 1, true)
   local key_end = ns_end and string.find(m, TERM, ns_end + 1, true)

@@ -136,6 +136,26 @@ def test_a_damaged_wait_is_refused(store, raw, index, value):
     assert snapshot(raw) == before
 
 
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_a_wait_row_short_of_its_attributes_is_refused_on_the_usual_paths(store, raw, cut):
+    """deliver, claim_for and unsubscribe read the usual wait's row at its fields: a row
+    that lost an attribute component is CorruptRow there too, and nothing is written."""
+    store.events.subscribe(sub("r", "w", "k/1"), at=at(0))
+    wid = tuple_member(("r", "w"))
+    pattern = store.keys.tag.replace("{", "[{]").replace("}", "[}]") + ":wait:[0-9]*"
+    for key in raw.scan_iter(match=pattern):
+        row = raw.hget(key, wid)
+        if row is not None:
+            parts = row.split(b" ")
+            raw.hset(key, wid, b" ".join(parts[:cut] + parts[cut + 1 :]))
+    before = snapshot(raw)
+    with pytest.raises(CorruptRow):
+        store.events.deliver(ev("e1", "k/1"), at=at(1))
+    with pytest.raises(CorruptRow):
+        store.events.unsubscribe("r", "w")
+    assert snapshot(raw) == before
+
+
 def test_a_corrupt_payload_is_reported_after_the_claim_is_recorded(store, raw):
     """Only Python parses payloads: the claim stands and behaves like a crashed caller's."""
     store.events.buffer(ev("e1", "k/1"), at=at(0))
