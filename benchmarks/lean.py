@@ -20,6 +20,12 @@ asking wait and is eligible for it, the client's bucket geometry is current,
 and each call remembers its reply under its token, bounded as the library
 bounds it.
 
+The harness names each wait's order bucket, read from the index beforehand,
+so ``lean_unsubscribe`` takes the wait out of it directly; a store names that
+bucket only where it knows it, and in a tenant of many waits the library's
+``unsubscribe`` lists the wait on the bucket's left list instead, with as many
+commands.
+
 ``instructions.py`` counts them under callgrind next to the library
 (``lean_counts``); run alone, this script checks their equivalence and prints
 each call's server time beside the library's.
