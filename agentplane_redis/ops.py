@@ -331,8 +331,15 @@ class Context:
         run: str,
     ) -> Plan[Any]:
         """One call of a script with a timer bucket key (the bucket of ``run``) and no
-        key buckets: ``keyed``'s, called again after ``BUCKETS``."""
-        return (yield from self.keyed(script, args, run=run))
+        key buckets, called again after ``BUCKETS``. (No timer script answers
+        ``NEED``: ``keyed``'s naming of key, wait and time buckets is not needed.)"""
+        for _ in range(_REGROWN_TRIES):
+            call_args, more = args(self.geometry) if callable(args) else (args, ())
+            reply = yield self.call(script, call_args, run=run, more=more)
+            if text(reply[0]) != "BUCKETS":
+                return reply
+            self.learn(reply[1:])
+        raise CorruptRow("buckets", f"{script}: they changed under each of {_REGROWN_TRIES} calls")
 
     def call(
         self, script: str, args: Sequence[Arg], run: str | None = None, more: Sequence[str] = ()
