@@ -45,14 +45,6 @@ local function retired_usual(wid, bucket, m, mark)
   if not key_end or #m ~= key_end + INSTANT_WIDTH or string.find(created, "%D") then
     return false
   end
-  local held, raw, nl = mark_held(mark), nil, nil
-  if held then
-    raw = redis.call("HGET", K.events, held)
-    nl = raw and string.find(raw, "\n", 1, true)
-    if not nl or string.sub(raw, 1, 1) ~= "H" or string.sub(raw, 22, 21 + #wid) ~= wid then
-      return false
-    end
-  end
   local start = TIME.order:holding(created)
   if not start then
     return false
@@ -66,6 +58,15 @@ local function retired_usual(wid, bucket, m, mark)
   if not mark then -- unparked, it leaves the election: its entry's bucket named?
     attrs = { false, string.sub(m, 1, kind_end), string.sub(m, case_end + 1, attrs_end) }
     if not select(2, key_bucket(attrs[A_KIND] .. nv)) then
+      return false
+    end
+  end
+  -- Its held row last: the general path reads it again only where it is corrupt.
+  local held, raw, nl = mark_held(mark), nil, nil
+  if held then
+    raw = redis.call("HGET", K.events, held)
+    nl = raw and string.find(raw, "\n", 1, true)
+    if not nl or string.sub(raw, 1, 1) ~= "H" or string.sub(raw, 22, 21 + #wid) ~= wid then
       return false
     end
   end
