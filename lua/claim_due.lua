@@ -73,7 +73,10 @@ return guard(function()
   end
   local sealed = n > 0 and redis.call("HMGET", K.seals, unpack(runs)) or {}
   local last = n > 0 and redis.call("HMGET", K.timer_claims, unpack(tids)) or {}
-  local out = { "OK", now_text, "0", "", "" }
+  -- The reply's timers go straight into its text (guard remembers it as the
+  -- body wrote it): three elements each, the member, fire_at as the walk's score
+  -- prints it (an integer's decimal digits) and the claim count.
+  local status, retire_run, text, t = "OK", "", {}, 1
   local taken, held, held_fire, claims, retired, examined = {}, {}, {}, {}, {}, 0
   local expiry, claim = decimal(now + lease), now_text .. " " .. decimal(lease) .. " "
   for i = 1, n do
@@ -82,7 +85,7 @@ return guard(function()
       -- A sealed run's timer is retired and does not count; its row is in its
       -- run's bucket, which this step may write only if it was given.
       if runs[i] ~= retire then
-        out[1], out[4] = "RETIRE", runs[i]
+        status, retire_run = "RETIRE", runs[i]
         break
       end
       retired[#retired + 1] = { tid = tids[i], m = m }
@@ -94,22 +97,24 @@ return guard(function()
       if is_live then
         skip = skip + 1
       else
-        local k, o = 2 * #taken, #out
+        local k = 2 * #taken
         taken[#taken + 1] = m
         held[k + 1], held[k + 2] = expiry, m
         held_fire[k + 1], held_fire[k + 2] = fire, m
         -- The claim count goes up by one: "1" for a first claim, without a printf.
-        local n = count and decimal(tonumber(count) + 1) or "1"
-        claims[k + 1], claims[k + 2] = tids[i], claim .. n
-        out[o + 1], out[o + 2], out[o + 3] = m, decimal(tonumber(fire)), n
+        local c = count and decimal(tonumber(count) + 1) or "1"
+        claims[k + 1], claims[k + 2] = tids[i], claim .. c
+        text[t + 1], text[t + 2], text[t + 3] = DOLLAR[#m] or dollar(#m), m, DOLLAR[#fire] or dollar(#fire)
+        text[t + 4], text[t + 5], text[t + 6] = fire, DOLLAR[#c] or dollar(#c), c
+        t = t + 6
       end
     end
     examined = i
   end
-  for _, t in ipairs(retired) do
-    redis.call("HDEL", K.timer_bucket, t.tid)
-    redis.call("HDEL", K.timer_claims, t.tid)
-    redis.call("ZREM", K.timer_walk, t.m)
+  for _, r in ipairs(retired) do
+    redis.call("HDEL", K.timer_bucket, r.tid)
+    redis.call("HDEL", K.timer_claims, r.tid)
+    redis.call("ZREM", K.timer_walk, r.m)
   end
   if #taken > 0 then
     zrem_all(K.timer_walk, taken)
@@ -120,9 +125,13 @@ return guard(function()
       redis.call("HSET", K.timer_claims, unpack(claims, first, last))
     end
   end
-  if out[1] == "OK" and examined == reach and #taken < room then
-    out[3] = "1"
+  local more = status == "OK" and examined == reach and #taken < room and "1" or "0"
+  local head = { STAR[5 + 3 * #taken] or star(5 + 3 * #taken) }
+  for _, e in ipairs({ status, now_text, more, retire_run, decimal(skip) }) do
+    head[#head + 1] = DOLLAR[#e] or dollar(#e)
+    head[#head + 1] = e
   end
-  out[5] = decimal(skip)
-  return out
+  text[1] = table.concat(head)
+  -- Only the text: guard answers it as the reply (core.lua).
+  return { text = table.concat(text) }
 end)

@@ -231,7 +231,9 @@ local function guard(body)
         end
       end
     end
-    return res
+    -- A body that wrote its reply as text only (res.text, no elements) is
+    -- answered that text, remembered or not.
+    return res[1] == nil and res.text or res
   end
   if type(res) == "table" and res.agentplane_corrupt then
     return { "CORRUPT", res.agentplane_corrupt, printable(res.id), res.detail }

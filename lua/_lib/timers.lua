@@ -154,11 +154,12 @@ local function expose_timers(timers)
 end
 
 -- The tid a member begins with, and its run; corrupt when it is not a member.
+-- One match reads both and checks the shape: two components (no raw TERM, " ",
+-- inside one), then a step of at most 10 digits and "f" or "c" (attrs_at).
 local function member_tid(m)
-  local first = string.find(m, TERM, 1, true)
-  local second = first and string.find(m, TERM, first + 1, true)
-  if not second or not attrs_at(m, second + 1) then
+  local tid, run = string.match(m, "^(([^ ]*) [^ ]* )%d%d?%d?%d?%d?%d?%d?%d?%d?%d?[fc]")
+  if not tid then
     corrupt("timer", m, "bad timer member")
   end
-  return string.sub(m, 1, second), unescape(string.sub(m, 1, first - 1))
+  return tid, unescape(run)
 end
