@@ -26,14 +26,14 @@ return guard(function()
   if not attrs then
     return words("NONE")
   end
-  -- Unheld, its member leaves the walk; else it must be held, and leaves both
-  -- held sets. In neither, it is corrupt, and nothing was written.
+  -- Held (the usual case: a timer is disarmed once its claim is handled), its
+  -- member leaves both held sets; else it must be in the walk, and leaves it.
+  -- In neither, it is corrupt, and nothing was written.
   local m = timer_member(tid, attrs)
-  if redis.call("ZREM", K.timer_walk, m) == 0 then
-    if redis.call("ZREM", K.timer_held, m) == 0 then
-      corrupt("index", m, "a timer's row is in no walk")
-    end
+  if redis.call("ZREM", K.timer_held, m) == 1 then
     redis.call("ZREM", K.timer_held_fire, m)
+  elseif redis.call("ZREM", K.timer_walk, m) == 0 then
+    corrupt("index", m, "a timer's row is in no walk")
   end
   redis.call("HDEL", K.timer_bucket, tid)
   redis.call("HDEL", K.timer_claims, tid)
