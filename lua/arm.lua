@@ -32,11 +32,11 @@ return guard(function()
   if redis.call("HSETNX", K.timer_bucket, tid, attrs) == 0 then
     return words("SEEN")
   end
-  -- A timer sooner than the walk's head (or the first) wakes one blocked worker,
-  -- which may have planned to sleep until the head.
-  local head = redis.call("ZRANGE", K.timer_walk, "0", "0", "WITHSCORES")[2]
-  redis.call("ZADD", K.timer_walk, ARGV[3], tid .. attrs)
-  if not head or tonumber(ARGV[3]) < tonumber(head) then
+  -- A timer that becomes the walk's head (the soonest, or the first) wakes one
+  -- blocked worker, which may have planned to sleep until the head before it.
+  local m = tid .. attrs
+  redis.call("ZADD", K.timer_walk, ARGV[3], m)
+  if redis.call("ZRANK", K.timer_walk, m) == 0 then
     wake("t")
   end
   if redis.call("HLEN", K.timer_bucket) > SPLIT_AT then
