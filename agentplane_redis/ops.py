@@ -912,15 +912,17 @@ def disarm_many(ctx: Context, timers: Iterable[Timer | tuple[str, str]]) -> Plan
 def _disarm_step(
     ctx: Context, step: Sequence[tuple[str, str]], first_key: int, g: Geometry
 ) -> tuple[list[Arg], list[str]]:
-    """A disarm_many step's (bucket index, run, effect) triples and further keys:
-    one key per bucket the step's runs are in; the first run's takes the
-    script's bucket slot, the others follow its keys."""
-    at: dict[str, int] = {}
-    args: list[Arg] = []
+    """A disarm_many step's timers by bucket (the bucket's index in KEYS, how many
+    timers, then each one's id) and further keys: one key per bucket the step's runs
+    are in; the first run's takes the script's bucket slot, the others follow its
+    keys."""
+    by_bucket: dict[str, list[bytes]] = {}
     for run, effect in step:
-        bucket = ctx.keys.timer_bucket(run, g)
-        args += [at.setdefault(bucket, first_key + len(at)), run, effect]
-    return args, list(at)[1:]
+        by_bucket.setdefault(ctx.keys.timer_bucket(run, g), []).append(tuple_member((run, effect)))
+    args: list[Arg] = []
+    for i, ids in enumerate(by_bucket.values()):
+        args += [first_key + i, len(ids), *ids]
+    return args, list(by_bucket)[1:]
 
 
 def disarm_run(ctx: Context, run: str) -> Plan[int]:
