@@ -20,12 +20,20 @@
 --
 -- Remembered replies are bounded per tenant whatever the clients do: they go
 -- into the generation K.replies, whose field "" counts the bytes its entries
--- take (each entry's token and text, and REPLY_ENTRY for the hash's own
--- bookkeeping); once that reaches REPLY_GENERATION_BYTES the generation
+-- take (each entry's token and text, and REPLY.ENTRY for the hash's own
+-- bookkeeping); once that reaches REPLY.GENERATION_BYTES the generation
 -- becomes K.replies_old, and the one before is dropped whole (UNLINK frees it
 -- in the background). A tenant's replies take at most about twice
--- REPLY_GENERATION_BYTES plus its largest single reply, and a reply is
--- remembered until at least REPLY_GENERATION_BYTES of newer ones were written.
+-- REPLY.GENERATION_BYTES plus its largest single reply, and a reply is
+-- remembered until at least REPLY.GENERATION_BYTES of newer ones were written.
+-- The count is written a few entries at a time: the bytes not counted yet
+-- are kept in the library's Lua state (REPLY.UNCOUNTED, by generation key),
+-- which lasts as long as the library is loaded on the server, and go into the
+-- field once they reach REPLY.COUNT_EVERY. A restart or a reload leaves at
+-- most that many bytes of a generation uncounted; two releases' libraries
+-- loaded side by side keep a count each, so a generation may turn up to that
+-- many bytes early; a script sent whole (functions=False), which starts each
+-- call without the state, counts each entry.
 
 local function corrupt(what, id, detail)
   error({ agentplane_corrupt = what, id = id, detail = detail or "" }, 0)
@@ -59,7 +67,8 @@ local function printable(s)
   end))
 end
 
-local REPLY_GENERATION_BYTES, REPLY_ENTRY = 1048576, 64
+-- The reply generations' bounds, and the bytes not counted yet (above).
+local REPLY = { GENERATION_BYTES = 1048576, ENTRY = 64, COUNT_EVERY = 16384, UNCOUNTED = {} }
 -- What helpers keep for the length of one call (reset by guard).
 local PER_CALL = {}
 -- Where this call's reply holds payloads, each {t, i}: the "has payload" flag at
@@ -161,9 +170,17 @@ end
 
 -- Counts an entry into the generation; a full generation becomes the old one.
 local function rotate(bytes)
-  if redis.call("HINCRBY", K.replies, "", bytes) >= REPLY_GENERATION_BYTES then
+  local key = K.replies
+  local uncounted = REPLY.UNCOUNTED
+  local due = uncounted[key]
+  if due and due + bytes < REPLY.COUNT_EVERY then
+    uncounted[key] = due + bytes
+    return
+  end
+  uncounted[key] = 0
+  if redis.call("HINCRBY", key, "", (due or 0) + bytes) >= REPLY.GENERATION_BYTES then
     redis.call("UNLINK", K.replies_old)
-    redis.call("RENAME", K.replies, K.replies_old)
+    redis.call("RENAME", key, K.replies_old)
   end
 end
 
@@ -172,7 +189,7 @@ local function remember(res)
   local held, text = WITHHELD, res.text
   if text then -- the body wrote it, the payloads withheld
     redis.call("HSET", K.replies, TOKEN, text)
-    rotate(#TOKEN + #text + REPLY_ENTRY)
+    rotate(#TOKEN + #text + REPLY.ENTRY)
     return text
   end
   for n = 1, #held do
@@ -196,7 +213,7 @@ local function remember(res)
     h[1][h[2]], h[1][h[2] + 1] = "1", h[3]
   end
   redis.call("HSET", K.replies, TOKEN, text)
-  rotate(#TOKEN + #text + REPLY_ENTRY)
+  rotate(#TOKEN + #text + REPLY.ENTRY)
   return text
 end
 
