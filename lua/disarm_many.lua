@@ -23,7 +23,7 @@ return guard(function()
   timer_geometry()
   -- Every row is read and checked before the first write, a bucket at a time.
   -- An id that is not a timer's finds no row in its bucket: it is not counted.
-  local groups, tids, ms, i = {}, {}, {}, 1
+  local groups, tids, ms, i, asked = {}, {}, {}, 1, 0
   while i <= #ARGV do
     local at, count = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
     local key = at and at >= 8 and at == math.floor(at) and KEYS[at]
@@ -33,7 +33,8 @@ return guard(function()
     if not count or count < 1 or count ~= math.floor(count) or i + 1 + count > #ARGV then
       refuse("a bucket's count of timers must be at least 1 and its ids follow it")
     end
-    if #tids + count > STEP_MAX then
+    asked = asked + count
+    if asked > STEP_MAX then
       refuse("more than " .. STEP_MAX .. " timers")
     end
     local rows, found = redis.call("HMGET", key, unpack(ARGV, i + 2, i + 1 + count)), {}

@@ -180,6 +180,34 @@ def test_disarm_many_removes_each_once_and_counts_what_existed(store):
     assert claimed(store, 10 * MINUTE) == [("other", "t000")]
 
 
+def test_the_disarm_many_script_refuses_an_unbounded_step_whoever_sends_it(store, raw):
+    """The script itself bounds a step at 256 ids, counting the ids asked for, not the
+    timers found, and refuses a bucket's count its ids do not follow: a client that
+    skips the store's batching is refused before anything is written."""
+    from agentplane_redis.keys import tuple_member
+    from agentplane_redis.ops import bucket_index, new_token, script_keys
+    from agentplane_redis.scripts import library
+
+    store.timers.arm(timer("r", "t", 0))  # one timer: the tenant's first buckets
+    keys = list(script_keys(store.keys, "disarm_many"))
+    slot = bucket_index("disarm_many")
+    keys[slot - 1] = store.keys.timer_bucket("r")
+    function = library().functions["disarm_many"]
+    raw.function_load(library().source, replace=True)  # where the store sends scripts
+
+    def step(*args):
+        reply = raw.fcall(function, len(keys), *keys, *args, "0 0", new_token(), "+")
+        return reply if isinstance(reply, list) else [reply]
+
+    absent = [tuple_member(("nobody", f"t{i}")) for i in range(257)]
+    for args in ([slot, 257, *absent], [slot, 200, *absent[:200], slot, 57, *absent[200:]]):
+        refused = step(*args)
+        assert refused[0] in (b"REFUSED", "REFUSED"), refused
+    assert step(slot, 2, tuple_member(("r", "t")))[0] in (b"REFUSED", "REFUSED")
+    assert step(slot - 1, 1, tuple_member(("r", "t")))[0] in (b"REFUSED", "REFUSED")
+    assert ids(store.timers.pending()) == [("r", "t")]
+
+
 def test_disarm_many_refuses_what_is_not_a_pair_before_any_call(store):
     store.timers.arm(timer("r", "t", 0))
     for bad in (timer("r", "t", 0), "rt", [("r",)], [("r", "t", "x")], [("r", "")], [None]):
