@@ -145,24 +145,45 @@ end
 -- several: a search checks the row's (or the wait's) kind and keys. Entries of
 -- one key sort by sender, then by time and id.
 
--- The stored key geometry {level, split, span, text}, read once a call (the
--- last one parsed is kept: a tenant's geometry changes once a split).
-local KEY_GEOMETRY = {}
+-- What the calls of one tenant reuse (the last tenant's, so a server of many
+-- tenants parses again when they alternate): its keys' prefixes, and each
+-- geometry and time family state parsed, with the stored text it was parsed
+-- from (a text changes once a split, or once a time bucket opens).
+local MEMO = {}
+local function memo()
+  local m = MEMO
+  if m.tenant ~= K.geometry then
+    local base = string.sub(K.geometry, 1, -8)
+    m = { tenant = K.geometry, base = base, key = base .. "event:key:", wait = base .. "wait:" }
+    MEMO = m
+  end
+  return m
+end
+
+-- The geometry of family ("key" or "wait") stored as text, parsed once (the
+-- table is shared: read it, never write it).
+local function geometry_of(m, family, text)
+  local g = m[family .. " geometry"]
+  if not g or g.text ~= text then
+    g = geometry_parse(family, text)
+    g.text, g.prefix = text, m[family]
+    m[family .. " geometry"] = g
+  end
+  return g
+end
+
+-- The stored key geometry {level, split, span, text}, read once a call.
 local function key_geometry()
   local g = PER_CALL.key_geometry
   if not g then
     -- The time buckets' fields too (TIME:state, below): one read for all.
     local fields = redis.call("HMGET", K.geometry, "key", "live", "order", "wait")
-    local text = fields[1] or "0 0"
+    local m = memo()
     PER_CALL.time_text = { live = fields[2], order = fields[3] }
     PER_CALL.wait_text = fields[4] or "0 0"
-    g = KEY_GEOMETRY
-    if g.text ~= text then
-      g = geometry_parse("key", text)
-      g.text, KEY_GEOMETRY = text, g
-    end
+    g = geometry_of(m, "key", fields[1] or "0 0")
     PER_CALL.key_geometry = g
-    PER_CALL.key_prefix = string.sub(K.geometry, 1, -8) .. "event:key:"
+    PER_CALL.key_prefix = m.key
   end
   return g
 end
@@ -274,14 +295,12 @@ end
 -- entries (each field and value within 64 bytes).
 local WAIT = { LOAD = 64, SPLIT_AT = 160 }
 
--- The stored wait geometry {level, split, span, text}, read once a call.
+-- The stored wait geometry {level, split, span, text, prefix}, read once a call.
 function WAIT.geometry()
   local g = PER_CALL.wait_geometry
   if not g then
     key_geometry() -- reads the wait field too
-    g = geometry_parse("wait", PER_CALL.wait_text)
-    g.text = PER_CALL.wait_text
-    g.prefix = string.sub(K.geometry, 1, -8) .. "wait:"
+    g = geometry_of(memo(), "wait", PER_CALL.wait_text)
     PER_CALL.wait_geometry = g
   end
   return g
@@ -392,21 +411,27 @@ function TIME:state()
   local st = PER_CALL[self]
   if not st then
     key_geometry() -- reads the families' fields too
+    local m = memo()
     local text = PER_CALL.time_text[self.field] or TIME.ABSENT
-    local j, newest, ends = string.match(text, "^(%d%d?) (%d+) (%d+)$")
-    if not j then
-      j = string.match(text, "^%d%d?$")
-    end
-    j = tonumber(j)
-    if not j or j > TIME.MAX_SPAN or (newest and (#newest ~= INSTANT_WIDTH or #ends ~= INSTANT_WIDTH)) then
-      corrupt("geometry", self.field, "bad span, newest bucket or end")
+    local parsed = m[self]
+    if not parsed or parsed.text ~= text then
+      local j, newest, ends = string.match(text, "^(%d%d?) (%d+) (%d+)$")
+      if not j then
+        j = string.match(text, "^%d%d?$")
+      end
+      j = tonumber(j)
+      if not j or j > TIME.MAX_SPAN or (newest and (#newest ~= INSTANT_WIDTH or #ends ~= INSTANT_WIDTH)) then
+        corrupt("geometry", self.field, "bad span, newest bucket or end")
+      end
+      parsed = { text = text, span = j, newest = newest or false, ends = ends, prefix = m.base .. self.suffix }
+      m[self] = parsed
     end
     st = {
-      span = j,
-      newest = newest or false,
-      ends = ends,
+      span = parsed.span,
+      newest = parsed.newest,
+      ends = parsed.ends,
       left = {},
-      prefix = string.sub(K.geometry, 1, -8) .. self.suffix,
+      prefix = parsed.prefix,
     }
     PER_CALL[self] = st
     local spans = PER_CALL.spans or {}
