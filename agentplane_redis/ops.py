@@ -107,6 +107,7 @@ TIME_FAMILIES = (
     ),
     TimeFamily("wait:order", "O", "Q", frozenset({"subscribe", "wait", "park_wait"})),
 )
+WAIT_ORDER = TIME_FAMILIES[1]
 #: A new tenant's span exponent: its time buckets open a second apart
 #: (``TIME.ABSENT`` in ``lua/_lib/buckets.lua``) until the rate says otherwise.
 TIME_SPAN = 10
@@ -145,9 +146,11 @@ class Context:
         default_factory=lambda: [Geometry()], init=False, repr=False, compare=False
     )
     #: The kind and keys of the waits this store registered, by run and effect, so
-    #: that retiring one names its key buckets at once (a hint: a wait registered
-    #: elsewhere, or with keys added elsewhere, costs a ``NEED`` and a call more).
-    _waits: OrderedDict[str, dict[str, tuple[str, tuple[str, ...]]]] = field(
+    #: that retiring one names its key buckets at once, and the registration
+    #: order's buckets of its registration instants, so that it leaves them at
+    #: once (a hint: a wait registered elsewhere, or with keys added elsewhere,
+    #: costs a ``NEED`` and a call more, or a place on a bucket's left list).
+    _waits: OrderedDict[str, dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
     #: The run of the wait this store registered last under each (kind, namespace,
@@ -205,12 +208,19 @@ class Context:
             if len(known) > _TIME_STARTS:
                 del known[0]
 
-    def remember_wait(self, run: str, effect: str, kind: str, pairs: Sequence[str]) -> None:
-        """Notes a wait this store registered (its keys: namespace, value, ...)."""
+    def remember_wait(
+        self, run: str, effect: str, kind: str, pairs: Sequence[str], at: Arg
+    ) -> None:
+        """Notes a wait this store registered (its keys: namespace, value, ...) at
+        ``at`` (the call's instant argument)."""
         effects = self._waits.pop(run, None) or {}
         known = effects.get(effect)
-        keys = tuple(pairs) if known is None else (*known[1], *pairs)
-        effects[effect] = (kind if known is None else known[0], keys)
+        order = self.time_now(WAIT_ORDER, at)
+        if known is None:
+            effects[effect] = (kind, tuple(pairs), tuple(order))
+        else:
+            more = tuple(k for k in order if k not in known[2])
+            effects[effect] = (known[0], (*known[1], *pairs), known[2] + more)
         self._waits[run] = effects
         while len(self._waits) > _REMEMBERED_RUNS:
             self._waits.popitem(last=False)
@@ -239,9 +249,15 @@ class Context:
             return []
         if effect is None:
             del self._waits[run]
-            return list(effects.values())
+            return [(kind, pairs) for kind, pairs, _ in effects.values()]
         known = effects.pop(effect, None)
-        return [] if known is None else [known]
+        return [] if known is None else [known[:2]]
+
+    def remembered_order(self, run: str, effect: str) -> tuple[str, ...]:
+        """The registration order's buckets that likely hold the key rows of the
+        run's wait this store registered (none for a wait registered elsewhere)."""
+        known = (self._waits.get(run) or {}).get(effect)
+        return () if known is None else known[2]
 
     def keyed(
         self,
@@ -255,6 +271,7 @@ class Context:
         also: Sequence[tuple[str, Sequence[str]]] = (),
         waits: Sequence[str] = (),
         registers: bool = False,
+        hinted: Sequence[str] = (),
     ) -> Plan[Any]:
         """One call of a script with key buckets: those of ``kind``'s keys (``pairs``:
         namespace, value, ...) and of ``also``'s (kind, pairs), the two the next
@@ -268,7 +285,7 @@ class Context:
         buckets' geometry: then it gives the arguments and the further keys for it,
         which go first. The wait buckets of ``waits`` (runs) are named too, and
         the two the next split of the wait buckets writes when the call
-        ``registers`` a wait."""
+        ``registers`` a wait, and the time buckets ``hinted``."""
         needed: set[int] = set()
         needed_waits: set[int] = set()
         times: list[str] = []
@@ -291,7 +308,7 @@ class Context:
             for family in TIME_FAMILIES:
                 if script in family.placed:
                     more += [k for k in self.time_now(family, call_args[0]) if k not in times]
-            more += times
+            more += [k for k in (*hinted, *times) if k not in more]
             reply = yield self.call(script, call_args, run=run, more=more)
             status = text(reply[0])
             if status == "BUCKETS":
@@ -504,7 +521,7 @@ def subscribe(ctx: Context, sub: Subscription, *, at: datetime | None = None) ->
             )
         )
     )
-    ctx.remember_wait(args[0], args[1], args[2], args[7:])
+    ctx.remember_wait(args[0], args[1], args[2], args[7:], call_args[0])
 
 
 def claim_for(
@@ -523,10 +540,11 @@ def wait(
 ) -> Plan[BufferedEvent | None]:
     """subscribe, then claim_for, in one step with one instant."""
     args = codec.subscription_args(sub, ctx.max_correlation_keys)
+    call_args = [ctx.at("at", at), *args]
     reply = yield from ctx.keyed(
-        "wait", [ctx.at("at", at), *args], args[2], args[7:], waits=args[:1], registers=True
+        "wait", call_args, args[2], args[7:], waits=args[:1], registers=True
     )
-    ctx.remember_wait(args[0], args[1], args[2], args[7:])
+    ctx.remember_wait(args[0], args[1], args[2], args[7:], call_args[0])
     return (yield from _claim(ctx, reply))
 
 
@@ -579,8 +597,10 @@ def deliver_to(
 def unsubscribe(ctx: Context, run: str, effect: str) -> Plan[None]:
     """Retire the wait and shed the claim made for it."""
     args = [codec.ident("run", run), codec.ident("effect", effect)]
+    order = ctx.remembered_order(args[0], args[1])
     also = ctx.remembered_waits(args[0], args[1])
-    codec.check_status((yield from ctx.keyed("unsubscribe", args, also=also, waits=args[:1])))
+    reply = yield from ctx.keyed("unsubscribe", args, also=also, waits=args[:1], hinted=order)
+    codec.check_status(reply)
 
 
 def _retired(ctx: Context, reply: Sequence[Any]) -> Plan[Retired]:
@@ -610,7 +630,7 @@ def park_wait(ctx: Context, sub: Subscription, *, at: datetime | None = None) ->
             )
         )
     )
-    ctx.remember_wait(args[0], args[1], args[2], args[7:])
+    ctx.remember_wait(args[0], args[1], args[2], args[7:], call_args[0])
 
 
 def parked_waits(ctx: Context, limit: int = 100) -> Plan[list[Subscription]]:

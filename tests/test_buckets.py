@@ -359,6 +359,25 @@ def test_pages_of_live_events_go_on_past_events_of_one_instant_and_left_rows(
     Audit(raw, backend.tenant).run()
 
 
+def test_a_store_retires_the_waits_it_registered_straight_from_their_order_bucket(
+    store, raw, backend
+):
+    """The store that registered a wait names the order bucket of its registration
+    when it retires it: its key rows leave the bucket at once, and no left list
+    grows; another store's retirement still goes by the left list."""
+    set_span(raw, store, 20, "order")  # one order bucket for what follows
+    for i in range(30):
+        store.events.subscribe(sub(f"r{i:02}", "w", f"k/{i}"), at=at(i))
+    (start,) = raw.zrangebylex(store.keys.key("wait_order_index"), b"-", b"(~")
+    bucket = store.keys.order_bucket(start.decode())
+    for i in range(20):
+        store.events.unsubscribe(f"r{i:02}", "w")
+    assert raw.zcard(bucket) == 10
+    assert left(raw, store, start, "wait_order") == 0
+    Audit(raw, backend.tenant).run()
+    assert [w.run for w in store.events.waiting(limit=100)] == [f"r{i}" for i in range(20, 30)]
+
+
 def test_the_registration_order_keeps_its_key_rows_in_time_buckets(store, make, raw, backend):
     """Waits sit in order buckets by created_at, one member for the key rows of one
     instant; a store that never learned their buckets retires waits through the
