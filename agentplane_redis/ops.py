@@ -253,11 +253,15 @@ class Context:
         known = effects.pop(effect, None)
         return [] if known is None else [known[:2]]
 
-    def remembered_order(self, run: str, effect: str) -> tuple[str, ...]:
+    def remembered_order(self, run: str, effect: str | None = None) -> tuple[str, ...]:
         """The registration order's buckets that likely hold the key rows of the
-        run's wait this store registered (none for a wait registered elsewhere)."""
-        known = (self._waits.get(run) or {}).get(effect)
-        return () if known is None else known[2]
+        run's waits this store registered (of one effect, or all; none for waits
+        registered elsewhere)."""
+        effects = self._waits.get(run) or {}
+        if effect is not None:
+            known = effects.get(effect)
+            return () if known is None else known[2]
+        return tuple(dict.fromkeys(k for known in effects.values() for k in known[2]))
 
     def keyed(
         self,
@@ -612,8 +616,9 @@ def _retired(ctx: Context, reply: Sequence[Any]) -> Plan[Retired]:
 def unsubscribe_run(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Retired]:
     """Retire every wait of a concluded run; release unanswered claims, shed the rest."""
     args = [codec.ident("run", run), *codec.effects(unanswered)]
+    order = ctx.remembered_order(args[0])
     reply = yield from ctx.keyed(
-        "unsubscribe_run", args, also=ctx.remembered_waits(args[0]), waits=args[:1]
+        "unsubscribe_run", args, also=ctx.remembered_waits(args[0]), waits=args[:1], hinted=order
     )
     codec.check_status(reply)
     return (yield from _retired(ctx, reply))
@@ -845,8 +850,11 @@ def is_sealed(ctx: Context, run: str) -> Plan[bool]:
 def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed]:
     """seal, unsubscribe_run and disarm_run, in one step."""
     args = [ctx.at("at", None), codec.ident("run", run), *codec.effects(unanswered)]
+    order = ctx.remembered_order(args[1])
     also = ctx.remembered_waits(args[1])
-    reply = yield from ctx.keyed("close", args, run=args[1], also=also, waits=args[1:2])
+    reply = yield from ctx.keyed(
+        "close", args, run=args[1], also=also, waits=args[1:2], hinted=order
+    )
     codec.check_status(reply)
     retired = yield from _retired(ctx, reply)
     return Closed(retired, codec.integer(reply[3]), text(reply[4]) == "1")

@@ -363,8 +363,8 @@ def test_a_store_retires_the_waits_it_registered_straight_from_their_order_bucke
     store, raw, backend
 ):
     """The store that registered a wait names the order bucket of its registration
-    when it retires it: its key rows leave the bucket at once, and no left list
-    grows; another store's retirement still goes by the left list."""
+    when it retires it (``unsubscribe``, ``unsubscribe_run``, ``close``): its key
+    rows leave the bucket at once, and no left list grows."""
     set_span(raw, store, 20, "order")  # one order bucket for what follows
     for i in range(30):
         store.events.subscribe(sub(f"r{i:02}", "w", f"k/{i}"), at=at(i))
@@ -372,10 +372,12 @@ def test_a_store_retires_the_waits_it_registered_straight_from_their_order_bucke
     bucket = store.keys.order_bucket(start.decode())
     for i in range(20):
         store.events.unsubscribe(f"r{i:02}", "w")
-    assert raw.zcard(bucket) == 10
+    store.events.unsubscribe_run("r20")
+    store.runs.close("r21", [])
+    assert raw.zcard(bucket) == 8
     assert left(raw, store, start, "wait_order") == 0
     Audit(raw, backend.tenant).run()
-    assert [w.run for w in store.events.waiting(limit=100)] == [f"r{i}" for i in range(20, 30)]
+    assert [w.run for w in store.events.waiting(limit=100)] == [f"r{i}" for i in range(22, 30)]
 
 
 def test_the_registration_order_keeps_its_key_rows_in_time_buckets(store, make, raw, backend):
