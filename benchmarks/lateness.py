@@ -61,10 +61,18 @@ def workers(url: str, n: int, wake: bool) -> tuple[list[Any], Any]:
 
 
 def stop(procs: list[Any]) -> None:
+    """Stops the workers (SIGTERM: each finishes its pass), killing any that has
+    not stopped within 20 s: a worker left running, riding out the outage of a
+    server this script has stopped, would keep the script from exiting (its
+    daemon children are joined at exit)."""
     for p in procs:
         p.terminate()
     for p in procs:
-        p.join(30)
+        p.join(20)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join(10)
 
 
 def settle(client: redis.Redis, n: int, wake: bool) -> None:
