@@ -312,7 +312,7 @@ class Context:
             for family in TIME_FAMILIES:
                 if script in family.placed:
                     more += [k for k in self.time_now(family, call_args[0]) if k not in times]
-            more += [k for k in (*hinted, *times) if k not in more]
+            more += [k for k in dict.fromkeys((*hinted, *times)) if k not in more]
             reply = yield self.call(script, call_args, run=run, more=more)
             status = text(reply[0])
             if status == "BUCKETS":
