@@ -241,27 +241,21 @@ class Context:
 
     def remembered_waits(
         self, run: str, effect: str | None = None
-    ) -> list[tuple[str, tuple[str, ...]]]:
+    ) -> tuple[list[tuple[str, tuple[str, ...]]], tuple[str, ...]]:
         """The kind and keys of the run's waits this store registered (of one effect,
-        or all), forgotten: they are being retired."""
+        or all), and the registration order's buckets that likely hold their key
+        rows; forgotten: they are being retired."""
         effects = self._waits.get(run)
         if not effects:
-            return []
+            return [], ()
         if effect is None:
             del self._waits[run]
-            return [(kind, pairs) for kind, pairs, _ in effects.values()]
-        known = effects.pop(effect, None)
-        return [] if known is None else [known[:2]]
-
-    def remembered_order(self, run: str, effect: str | None = None) -> tuple[str, ...]:
-        """The registration order's buckets that likely hold the key rows of the
-        run's waits this store registered (of one effect, or all; none for waits
-        registered elsewhere)."""
-        effects = self._waits.get(run) or {}
-        if effect is not None:
-            known = effects.get(effect)
-            return () if known is None else known[2]
-        return tuple(dict.fromkeys(k for known in effects.values() for k in known[2]))
+            known = list(effects.values())
+        else:
+            one = effects.pop(effect, None)
+            known = [] if one is None else [one]
+        order = tuple(dict.fromkeys(k for _, _, buckets in known for k in buckets))
+        return [(kind, pairs) for kind, pairs, _ in known], order
 
     def keyed(
         self,
@@ -601,8 +595,7 @@ def deliver_to(
 def unsubscribe(ctx: Context, run: str, effect: str) -> Plan[None]:
     """Retire the wait and shed the claim made for it."""
     args = [codec.ident("run", run), codec.ident("effect", effect)]
-    order = ctx.remembered_order(args[0], args[1])
-    also = ctx.remembered_waits(args[0], args[1])
+    also, order = ctx.remembered_waits(args[0], args[1])
     reply = yield from ctx.keyed("unsubscribe", args, also=also, waits=args[:1], hinted=order)
     codec.check_status(reply)
 
@@ -616,10 +609,8 @@ def _retired(ctx: Context, reply: Sequence[Any]) -> Plan[Retired]:
 def unsubscribe_run(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Retired]:
     """Retire every wait of a concluded run; release unanswered claims, shed the rest."""
     args = [codec.ident("run", run), *codec.effects(unanswered)]
-    order = ctx.remembered_order(args[0])
-    reply = yield from ctx.keyed(
-        "unsubscribe_run", args, also=ctx.remembered_waits(args[0]), waits=args[:1], hinted=order
-    )
+    also, order = ctx.remembered_waits(args[0])
+    reply = yield from ctx.keyed("unsubscribe_run", args, also=also, waits=args[:1], hinted=order)
     codec.check_status(reply)
     return (yield from _retired(ctx, reply))
 
@@ -835,7 +826,7 @@ def oldest_live(ctx: Context) -> Plan[datetime | None]:
 def seal(ctx: Context, run: str) -> Plan[bool]:
     """Seal the run; True when newly sealed."""
     args = [ctx.at("at", None), codec.ident("run", run)]
-    also = ctx.remembered_waits(args[1])  # sealed, its waits leave the election for good
+    also, _ = ctx.remembered_waits(args[1])  # sealed, its waits leave the election for good
     reply = yield from ctx.keyed("seal", args, run=args[1], also=also, waits=args[1:2])
     return codec.check_status(reply) == "NEW"
 
@@ -850,8 +841,7 @@ def is_sealed(ctx: Context, run: str) -> Plan[bool]:
 def close(ctx: Context, run: str, unanswered: Sequence[str] = ()) -> Plan[Closed]:
     """seal, unsubscribe_run and disarm_run, in one step."""
     args = [ctx.at("at", None), codec.ident("run", run), *codec.effects(unanswered)]
-    order = ctx.remembered_order(args[1])
-    also = ctx.remembered_waits(args[1])
+    also, order = ctx.remembered_waits(args[1])
     reply = yield from ctx.keyed(
         "close", args, run=args[1], also=also, waits=args[1:2], hinted=order
     )

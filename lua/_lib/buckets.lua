@@ -154,7 +154,7 @@ local function memo()
   local m = MEMO
   if m.tenant ~= K.geometry then
     local base = string.sub(K.geometry, 1, -8)
-    m = { tenant = K.geometry, base = base, key = base .. "event:key:", wait = base .. "wait:" }
+    m = { tenant = K.geometry, base = base, key = base .. "event:key:", wait = base .. "wait:", geometry = {} }
     MEMO = m
   end
   return m
@@ -163,11 +163,11 @@ end
 -- The geometry of family ("key" or "wait") stored as text, parsed once (the
 -- table is shared: read it, never write it).
 local function geometry_of(m, family, text)
-  local g = m[family .. " geometry"]
+  local g = m.geometry[family]
   if not g or g.text ~= text then
     g = geometry_parse(family, text)
     g.text, g.prefix = text, m[family]
-    m[family .. " geometry"] = g
+    m.geometry[family] = g
   end
   return g
 end
