@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
+
 from agentplane_redis import (
     Buffered,
     BufferedEvent,
@@ -290,6 +292,24 @@ def test_sender_restricted_and_open_waits_merge_by_age(store):
     store.events.buffer(ev("e2", "k/1"), at=at(3))
     assert store.events.match_waiter(ev("e1"), at=at(4)).run == "strict"
     assert store.events.match_waiter(ev("e2"), at=at(4)).run == "open"
+
+
+@pytest.mark.parametrize("open_waits", [1, 7, 8, 12])
+def test_deliver_merges_a_senders_waits_behind_many_open_ones_by_age(store, open_waits):
+    """However many open waits a key has, an older wait of the event's sender wins a
+    delivery, and a younger one waits its turn; another sender's wait never wins."""
+    store.events.subscribe(sub("other", "w", "k/1", from_source="elsewhere"), at=at(0))
+    store.events.subscribe(sub("strict", "w", "k/1", from_source="src"), at=at(1))
+    for i in range(open_waits):
+        store.events.subscribe(sub(f"open-{i}", "w", "k/1"), at=at(2 + i))
+    store.events.subscribe(sub("late", "w", "k/1", from_source="src"), at=at(100))
+    got = store.events.deliver(ev("e1", "k/1"), at=at(200))
+    assert got.subscription.run == "strict"
+    for i in range(open_waits):
+        got = store.events.deliver(ev(f"e-open-{i}", "k/1"), at=at(200))
+        assert got.subscription.run == f"open-{i}"
+    assert store.events.deliver(ev("e-last", "k/1"), at=at(200)).subscription.run == "late"
+    assert isinstance(store.events.deliver(ev("e-none", "k/1"), at=at(200)), Buffered)
 
 
 def test_match_waiter_with_nobody_writes_nothing_and_keeps_the_event_live(store, raw):
