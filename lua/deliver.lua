@@ -41,21 +41,9 @@ local function resumed_usual(event, at)
   if not key then
     return nil
   end
-  local any, own = h .. "~" .. TERM, h .. "~" .. enc(event.source)
-  -- The key's entries, a few at a time: its waits of any sender come first
-  -- (TERM sorts below a component's bytes), then those of each sender.
-  local all = redis.call("ZRANGEBYLEX", key, "[" .. h .. "~", "(" .. h .. "~\255", "LIMIT", "0", "8")
-  local entry, n = all[1], #all
-  if entry and string.sub(entry, 1, #any) ~= any then
-    entry = nil
-  end
-  for i = 1, n do
-    if string.sub(all[i], 1, #own) == own then
-      return nil -- waits of this sender only: the general election merges both
-    end
-  end
-  if n == 8 and redis.call("ZRANGEBYLEX", key, "[" .. own, "(" .. own .. "\255", "LIMIT", "0", "1")[1] then
-    return nil
+  local entry, own, any = WAIT.heads(key, h, enc(event.source))
+  if own then
+    return nil -- waits of this sender too: the general election merges both
   end
   if not entry then
     return false

@@ -184,6 +184,24 @@ def test_the_claim_search_takes_the_oldest_across_senders(store):
     assert got.event.id == "e"
 
 
+@pytest.mark.parametrize("first_sender_rows", [1, 7, 8, 12])
+def test_the_claim_search_finds_the_oldest_sender_behind_many_rows_of_another(
+    store, first_sender_rows
+):
+    """A sender whose rows sort after many of another sender's still has its oldest
+    row found, by claim_for and by wait alike."""
+    for i in range(first_sender_rows):
+        store.events.buffer(ev(f"a{i:02d}", "k/1", source="a"), at=at(10 + i))
+    store.events.buffer(ev("b", "k/1", source="b"), at=at(1))
+    store.events.buffer(ev("c", "k/1", source="c"), at=at(2))
+    assert store.events.claim_for(sub("r", "x", "k/1"), at=at(50)).event.id == "b"
+    assert store.events.wait(sub("r", "y", "k/1"), at=at(50)).event.id == "c"
+    for i in range(first_sender_rows):
+        got = store.events.wait(sub("r", f"z{i}", "k/1"), at=at(50))
+        assert got.event.id == f"a{i:02d}"
+    assert store.events.wait(sub("r", "none", "k/1"), at=at(50)) is None
+
+
 def test_claim_for_recovers_its_own_claim_with_the_payload(store):
     """A retry returns the same event, payload included, until unsubscribe."""
     store.events.buffer(ev("e1", "k/1", payload={"x": [1, 2]}), at=at(0))

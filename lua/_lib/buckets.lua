@@ -293,7 +293,7 @@ end
 -- with the family's geometry as "V<level> <split>". The buckets split as
 -- timer buckets do, at a larger load: a hash keeps its listpack up to 512
 -- entries (each field and value within 64 bytes).
-local WAIT = { LOAD = 64, SPLIT_AT = 160 }
+local WAIT = { LOAD = 64, SPLIT_AT = 160, HEADS = 8 }
 
 -- The stored wait geometry {level, split, span, text, prefix}, read once a call.
 function WAIT.geometry()

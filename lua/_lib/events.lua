@@ -563,7 +563,10 @@ local function oldest_live(kind, base, nv, source)
   local best, best_m, best_f, best_at, best_eid
   local head = h .. " "
   local last = "(" .. head .. "\255"
-  local m = redis.call("ZRANGEBYLEX", bucket, "[" .. head, last, "LIMIT", "0", "1")[1]
+  -- The first entries under the hash, as many as WAIT.heads reads of a key's
+  -- waits: each sender's first among them, then one sender at a time.
+  local read = redis.call("ZRANGEBYLEX", bucket, "[" .. head, last, "LIMIT", "0", WAIT.HEADS)
+  local i, more, m = 1, #read == WAIT.HEADS, read[1]
   while m do
     local stop = string.find(m, TERM, #head + 1, true)
     if not stop then
@@ -577,7 +580,14 @@ local function oldest_live(kind, base, nv, source)
         best, best_m, best_f, best_at, best_eid = eid, em, f, at, eid
       end
     end
-    m = redis.call("ZRANGEBYLEX", bucket, "(" .. prefix .. "\255", last, "LIMIT", "0", "1")[1]
+    repeat
+      i = i + 1
+    until not read[i] or string.sub(read[i], 1, stop) ~= prefix
+    m = read[i]
+    if not m and more then
+      m = redis.call("ZRANGEBYLEX", bucket, "(" .. prefix .. "\255", last, "LIMIT", "0", "1")[1]
+      read, i = { m }, 1
+    end
   end
   return best, best_m, best_f
 end

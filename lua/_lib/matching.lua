@@ -117,14 +117,17 @@ local function electee(f, nv_list)
   for _, nv in ipairs(nv_list) do
     local h, bucket = key_bucket(kind .. nv)
     need_checked()
-    -- The entry of the group prefix at offset: what follows the prefix
-    -- (created_at . wid), and the wid.
-    local function entry_at(prefix, offset)
-      local m = redis.call("ZRANGEBYLEX", bucket, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", offset, "1")[1]
+    -- What follows the group prefix in its entry m (created_at . wid), and
+    -- the wid; of the group's entry at offset, with entry_at.
+    local function parted(m, prefix)
       if m then
         local rest = string.sub(m, #prefix + 1)
         return rest, string.sub(rest, INSTANT_WIDTH + 1)
       end
+    end
+    local function entry_at(prefix, offset)
+      local m = redis.call("ZRANGEBYLEX", bucket, "[" .. prefix, "(" .. prefix .. "\255", "LIMIT", offset, "1")[1]
+      return parted(m, prefix)
     end
     -- The first entry of the group, from its entry at offset 0 (rest, wid),
     -- whose wait is of this key: rest, wid, attributes and key rows.
@@ -147,9 +150,9 @@ local function electee(f, nv_list)
       end
       return nil
     end
-    local any, own = h .. "~" .. TERM, h .. "~" .. source
-    local ra, wa = entry_at(any, 0)
-    local ro, wo = entry_at(own, 0)
+    local am, om, any, own = WAIT.heads(bucket, h, source)
+    local ra, wa = parted(am, any)
+    local ro, wo = parted(om, own)
     -- The wait buckets of both groups' first waits, named at once.
     if wa then
       WAIT.bucket(wid_run(wa))

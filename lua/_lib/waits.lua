@@ -140,6 +140,31 @@ local function election_entry(attrs, nv, at, wid)
   return bucket, h .. "~" .. attrs[A_FROM] .. at .. wid
 end
 
+-- The first election entries under hash h in key bucket `bucket`: of the
+-- waits open to any sender and of those of sender `source` (a component),
+-- each a member or nil, and the two groups' prefixes. Both groups sort under
+-- h .. "~", the open waits first (TERM sorts below a component's bytes), so
+-- one read of the first WAIT.HEADS entries finds both unless there are that
+-- many.
+function WAIT.heads(bucket, h, source)
+  local any, own = h .. "~" .. TERM, h .. "~" .. source
+  local all = redis.call("ZRANGEBYLEX", bucket, "[" .. h .. "~", "(" .. h .. "~\255", "LIMIT", "0", WAIT.HEADS)
+  local first, mine, n = all[1], nil, #all
+  if first and string.sub(first, 1, #any) ~= any then
+    first = nil
+  end
+  for i = 1, n do
+    if string.sub(all[i], 1, #own) == own then
+      mine = all[i]
+      break
+    end
+  end
+  if not mine and n == WAIT.HEADS then
+    mine = redis.call("ZRANGEBYLEX", bucket, "[" .. own, "(" .. own .. "\255", "LIMIT", "0", "1")[1]
+  end
+  return first, mine, any, own
+end
+
 -- Notes for NEED the key buckets of the election entries of the wait's rows
 -- (its attributes attrs; rows: a list of key rows, or of encoded keys): what
 -- a call checks (need_checked) before its first write, where it will put the
