@@ -107,6 +107,7 @@ def test_targets_prints_every_figure_next_to_its_ceiling():
     assert_rows(
         out,
         "| trivial script |",
+        "| deliver from another store (it names no wait bucket: NEED, and again) |",
         "| event life |",
         "| timer life, completed by disarm_many |",
         "| longest call (",
