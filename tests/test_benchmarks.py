@@ -107,7 +107,6 @@ def test_targets_prints_every_figure_next_to_its_ceiling():
     assert_rows(
         out,
         "| trivial script |",
-        "| deliver from another store (it names no wait bucket: NEED, and again) |",
         "| event life |",
         "| timer life, completed by disarm_many |",
         "| longest call (",
@@ -288,6 +287,7 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
         "| trivial script |",
         "| event life |",
         "| timer life, completed by disarm_many |",
+        "| deliver from another store (it names no wait bucket: NEED, and again) |",
         "| sketch: timer life |",
         "| sketch, compact layout: event life |",
         "| lean, the library's layout: event life |",
