@@ -48,6 +48,69 @@ KINDS = {
 CLUSTER_TENANTS = ("alpha", "t1", "acme")
 
 
+#: Command tables, by parser kind, reply decoding and server build: share_command_tables.
+COMMAND_TABLES: dict[tuple[str, bool, str, str], dict[str, Any]] = {}
+#: What a parser reads from the table (its other attributes are its own).
+TABLE = ("commands", "_movablekeys_specs")
+
+
+def _build(parser: Any, encoder: Any, info: Any) -> tuple[str, bool, str, str] | None:
+    if not isinstance(info, dict):
+        return None
+    name = str(info.get("server_name", "redis"))
+    version = str(info.get(f"{name}_version", info.get("redis_version")))
+    return type(parser).__name__, bool(encoder.decode_responses), name, version
+
+
+def share_command_tables() -> None:
+    """A cluster client reads the whole ``COMMAND`` table when it starts (about 60 ms
+    of reply parsing), and the battery starts two or three per test on a cluster:
+    the tests' clients take it from the first client of the same kind, reply
+    decoding and server build instead (one ``INFO server`` asks which build a node
+    runs; a user that may not run it reads the table as usual)."""
+    from redis._parsers import commands
+
+    def sync_initialize(self: Any, r: Any) -> None:
+        try:
+            info = r.get_default_node().redis_connection.execute_command("INFO", "server")
+        except redis.ResponseError:
+            info = None
+        build = _build(self, r.get_encoder(), info)
+        if build is None or build not in COMMAND_TABLES:
+            original_sync(self, r)
+            if build is not None:
+                COMMAND_TABLES[build] = {a: getattr(self, a) for a in TABLE if hasattr(self, a)}
+            return
+        for attribute, value in COMMAND_TABLES[build].items():
+            setattr(self, attribute, value)
+        self._encoder = r.get_encoder()
+
+    async def async_initialize(self: Any, node: Any = None) -> None:
+        if node:
+            self.node = node
+        try:
+            info = await self.node.execute_command("INFO", "server")
+        except redis.ResponseError:
+            info = None
+        build = _build(self, self.node.get_encoder(), info)
+        if build is None or build not in COMMAND_TABLES:
+            await original_async(self, node)
+            if build is not None:
+                COMMAND_TABLES[build] = {a: getattr(self, a) for a in TABLE if hasattr(self, a)}
+            return
+        for attribute, value in COMMAND_TABLES[build].items():
+            setattr(self, attribute, value)
+        self._encoder = self.node.get_encoder()
+
+    original_sync = commands.CommandsParser.initialize
+    original_async = commands.AsyncCommandsParser.initialize
+    commands.CommandsParser.initialize = sync_initialize  # type: ignore[method-assign]
+    commands.AsyncCommandsParser.initialize = async_initialize  # type: ignore[method-assign]
+
+
+share_command_tables()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--require-servers",

@@ -5,6 +5,11 @@ tenants land, ``from_url``, acknowledged writes on the tenant's master, and the
 drills: a master killed under load, a master killed while its replica was
 stalled, and a tenant's slot moved key by key under load. The drills print
 what callers saw (``pytest -s``); docs/cluster.md quotes them.
+
+Each drill starts a cluster of its own and worker processes (10 to 20 s). The
+default run takes a set of their cases that has every pair of two settings
+(server kind, flavour, durability, how the slot moves) in some case; the
+other cases are long runs, under ``--soak``.
 """
 
 from __future__ import annotations
@@ -53,6 +58,11 @@ def cluster(request: pytest.FixtureRequest, servers: Any) -> Cluster:
 @pytest.fixture(params=("redis", "valkey"))
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+def soak(*values: Any) -> Any:
+    """A drill's case that runs under ``--soak`` only (the module's docstring)."""
+    return pytest.param(*values, marks=pytest.mark.slow)
 
 
 def test_every_master_serves_some_of_the_batterys_tenants(cluster):
@@ -153,7 +163,10 @@ def _promoted(cluster: Cluster, slot: int, old: Server) -> bool:
         return False
 
 
-@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("kind", "flavour"),
+    [("redis", "async"), ("valkey", "sync"), soak("redis", "sync"), soak("valkey", "async")],
+)
 def test_a_master_killed_while_its_replica_stalled_loses_nothing_acknowledged(
     start_cluster, kind, flavour
 ):
@@ -250,7 +263,10 @@ def journals_dir(tmp_path: Any) -> str:
     return str(tmp_path)
 
 
-@pytest.mark.parametrize("coverage", ["yes", "no"])
+@pytest.mark.parametrize(
+    ("kind", "coverage"),
+    [("redis", "yes"), ("valkey", "no"), soak("redis", "no"), soak("valkey", "yes")],
+)
 def test_a_master_killed_under_load_its_tenants_carry_on(
     start_cluster, kind, coverage, journals_dir
 ):
@@ -307,15 +323,31 @@ def test_a_master_killed_under_load_its_tenants_carry_on(
     assert last > max(e["t0"] for e in journals[f"{victim_tenant}-sync"].entries) - 1.0
 
 
-@pytest.mark.parametrize(("batch", "pause"), [(1, 0.1), (1000, 0.0)], ids=["by-key", "at-once"])
-@pytest.mark.parametrize("durability", ["fast", "acknowledged"])
+#: How a drill moves the slot: (keys per MIGRATE, pause between them in s).
+MOVES = {"by-key": (1, 0.1), "at-once": (1000, 0.0)}
+
+
+@pytest.mark.parametrize(
+    ("kind", "durability", "how"),
+    [
+        ("redis", "fast", "by-key"),
+        ("redis", "acknowledged", "at-once"),
+        ("valkey", "fast", "at-once"),
+        ("valkey", "acknowledged", "by-key"),
+        soak("redis", "fast", "at-once"),
+        soak("redis", "acknowledged", "by-key"),
+        soak("valkey", "fast", "by-key"),
+        soak("valkey", "acknowledged", "at-once"),
+    ],
+)
 def test_a_tenants_slot_moved_under_load_only_slows_it(
-    start_cluster, kind, durability, batch, pause, journals_dir
+    start_cluster, kind, durability, how, journals_dir
 ):
     """The tenant's slot moves to another master, one key at a time 0.1 s apart or in
     one MIGRATE (TRYAGAIN and ASK meanwhile), while workers deliver to it: no caller
     sees an exception, nothing is duplicated or lost, and afterwards the new master
     serves the tenant."""
+    batch, pause = MOVES[how]
     cluster = start_cluster(kind)
     tenant = "acme"
     slot = slot_of(tenant)
