@@ -73,7 +73,7 @@ def share_command_tables() -> None:
     def sync_initialize(self: Any, r: Any) -> None:
         try:
             info = r.get_default_node().redis_connection.execute_command("INFO", "server")
-        except redis.ResponseError:
+        except redis.RedisError:
             info = None
         build = _build(self, r.get_encoder(), info)
         if build is None or build not in COMMAND_TABLES:
@@ -90,7 +90,7 @@ def share_command_tables() -> None:
             self.node = node
         try:
             info = await self.node.execute_command("INFO", "server")
-        except redis.ResponseError:
+        except redis.RedisError:
             info = None
         build = _build(self, self.node.get_encoder(), info)
         if build is None or build not in COMMAND_TABLES:

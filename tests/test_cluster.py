@@ -55,11 +55,6 @@ def cluster(request: pytest.FixtureRequest, servers: Any) -> Cluster:
     return started
 
 
-@pytest.fixture(params=("redis", "valkey"))
-def kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def soak(*values: Any) -> Any:
     """A drill's case that runs under ``--soak`` only (the module's docstring)."""
     return pytest.param(*values, marks=pytest.mark.slow)
@@ -323,8 +318,8 @@ def test_a_master_killed_under_load_its_tenants_carry_on(
     assert last > max(e["t0"] for e in journals[f"{victim_tenant}-sync"].entries) - 1.0
 
 
-#: How a drill moves the slot: (keys per MIGRATE, pause between them in s).
-MOVES = {"by-key": (1, 0.1), "at-once": (1000, 0.0)}
+#: How a drill moves the slot: (keys per MIGRATE, pause between them in s, in words).
+MOVES = {"by-key": (1, 0.1, "key by key"), "at-once": (1000, 0.0, "in one MIGRATE")}
 
 
 @pytest.mark.parametrize(
@@ -347,7 +342,7 @@ def test_a_tenants_slot_moved_under_load_only_slows_it(
     one MIGRATE (TRYAGAIN and ASK meanwhile), while workers deliver to it: no caller
     sees an exception, nothing is duplicated or lost, and afterwards the new master
     serves the tenant."""
-    batch, pause = MOVES[how]
+    batch, pause, moving = MOVES[how]
     cluster = start_cluster(kind)
     tenant = "acme"
     slot = slot_of(tenant)
@@ -373,8 +368,9 @@ def test_a_tenants_slot_moved_under_load_only_slows_it(
 
     journals = _drill(cluster, jobs, move)
     keys, took = moved[0]
-    how = "key by key" if batch == 1 else "in one MIGRATE"
-    _report(f"{kind} {durability}: slot {slot} moved {how} ({keys} keys, {took:.2f} s)", journals)
+    _report(
+        f"{kind} {durability}: slot {slot} moved {moving} ({keys} keys, {took:.2f} s)", journals
+    )
     assert cluster.owner(slot).port == target.port
     with RedisStore.from_url(target.url, tenant=tenant) as reader:
         for name, j in journals.items():
