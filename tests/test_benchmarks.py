@@ -319,6 +319,19 @@ def test_the_lean_functions_write_what_the_library_writes():
 
 
 @pytest.mark.real
+def test_slot_move_counts_a_tenants_keys_and_moves_them_in_one_migrate():
+    """slot_move.py: the keys in the tenant's slot as it grows, then one MIGRATE, after
+    which the store counts what it counted before (its own assertion)."""
+    out = run("slot_move.py", "--items", "150")
+    rows = [line for line in out.splitlines() if line.startswith("| 150 ")]
+    assert len(rows) == 3, out
+    keys = [int(row.split(" | ")[1].replace(",", "")) for row in rows]
+    assert keys == sorted(keys), out
+    assert keys[0] > 0, out
+    assert f"moved {keys[-1]:,} keys in one MIGRATE" in out
+
+
+@pytest.mark.real
 def test_flatness_and_contention_run_and_check_their_claims():
     flat = run("flatness.py", "--small", "200", "--large", "2000", "--calls", "20")
     for op in ("buffer", "deliver", "claim_for", "arm", "claim_due", "disarm"):
