@@ -60,6 +60,7 @@ from lean import LEAN, lean_life, subscribed
 from targets import TRIVIAL, at, event, fill, server_version, wait
 
 from agentplane_redis import RedisStore, Timer
+from agentplane_redis.drivers import FIRST_SEND
 from agentplane_redis.embedded import Server
 from agentplane_redis.keys import TenantKeys
 from agentplane_redis.scripts import catalogue, key_binding, library
@@ -166,8 +167,9 @@ def write_parts(server: Counted, client: redis.Redis, n: int) -> dict[str, float
     """What every writing call costs before its own work, on ``arm``'s 6 keys and 8
     arguments, through functions appended to a copy of the library: an empty
     function; entering the operation's function as the library does (keys bound by
-    role); and that plus checking the call token and remembering
-    a one-element reply. Tokens are acknowledged eight at a time, as a store does."""
+    role); and that plus the call token: a first send, as a store sends a call
+    (no remembered reply looked up), remembering its one-element reply. Tokens
+    are acknowledged eight at a time, as a store does."""
     lib = library()
     roles = catalogue()["arm"].roles
     source = lib.source.replace(f"#!lua name={lib.name}", "#!lua name=agentplane_parts", 1)
@@ -187,8 +189,8 @@ redis.register_function("part_remembered",
             received: list[str] = []
             for i in range(n):
                 token = f"{1797000000000 + i:013d}{i:016x}"
-                acks = ",".join(received) if len(received) >= 8 else ""
-                if acks:
+                acks = FIRST_SEND + (",".join(received) if len(received) >= 8 else "")
+                if acks != FIRST_SEND:
                     received = []
                 args = ("run", f"t-{i}", "1767225600000", "0", "forward", "", token, acks)
                 client.fcall(function, len(keys), *keys, *args)
@@ -199,7 +201,9 @@ redis.register_function("part_remembered",
     out = {
         "an empty function, with arm's 6 keys and 8 arguments": calls("part_empty"),
         "entering arm's function (keys bound by role)": calls("part_entered"),
-        "the same, with the call token checked and the reply remembered": calls("part_remembered"),
+        "the same, with the call token (a first send) and the reply remembered": calls(
+            "part_remembered"
+        ),
     }
     found = {name: server.count(batch) / n for name, batch in out.items()}
     client.function_delete("agentplane_parts")
