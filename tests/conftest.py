@@ -67,8 +67,15 @@ def share_command_tables() -> None:
     of reply parsing), and the battery starts two or three per test on a cluster:
     the tests' clients take it from the first client of the same kind, reply
     decoding and server build instead (one ``INFO server`` asks which build a node
-    runs; a user that may not run it reads the table as usual)."""
-    from redis._parsers import commands
+    runs; a user that may not run it reads the table as usual). A redis-py whose
+    parsers are not where this expects them is left as it is."""
+    try:
+        from redis._parsers import commands
+
+        original_sync = commands.CommandsParser.initialize
+        original_async = commands.AsyncCommandsParser.initialize
+    except (ImportError, AttributeError):
+        return
 
     def sync_initialize(self: Any, r: Any) -> None:
         try:
@@ -102,8 +109,6 @@ def share_command_tables() -> None:
             setattr(self, attribute, value)
         self._encoder = self.node.get_encoder()
 
-    original_sync = commands.CommandsParser.initialize
-    original_async = commands.AsyncCommandsParser.initialize
     commands.CommandsParser.initialize = sync_initialize  # type: ignore[method-assign]
     commands.AsyncCommandsParser.initialize = async_initialize  # type: ignore[method-assign]
 
