@@ -62,6 +62,20 @@ def _build(parser: Any, encoder: Any, info: Any) -> tuple[str, bool, str, str] |
     return type(parser).__name__, bool(encoder.decode_responses), name, version
 
 
+def _take_shared(parser: Any, build: tuple[str, bool, str, str] | None) -> bool:
+    """Gives the parser the table kept for its build; False where none is kept."""
+    table = COMMAND_TABLES.get(build) if build is not None else None
+    for attribute, value in (table or {}).items():
+        setattr(parser, attribute, value)
+    return table is not None
+
+
+def _keep(parser: Any, build: tuple[str, bool, str, str] | None) -> None:
+    """Keeps the table the parser has just read, for the next of its build."""
+    if build is not None:
+        COMMAND_TABLES[build] = {a: getattr(parser, a) for a in TABLE if hasattr(parser, a)}
+
+
 def share_command_tables() -> None:
     """A cluster client reads the whole ``COMMAND`` table when it starts (about 60 ms
     of reply parsing), and the battery starts two or three per test on a cluster:
@@ -83,14 +97,11 @@ def share_command_tables() -> None:
         except redis.RedisError:
             info = None
         build = _build(self, r.get_encoder(), info)
-        if build is None or build not in COMMAND_TABLES:
+        if _take_shared(self, build):
+            self._encoder = r.get_encoder()
+        else:
             original_sync(self, r)
-            if build is not None:
-                COMMAND_TABLES[build] = {a: getattr(self, a) for a in TABLE if hasattr(self, a)}
-            return
-        for attribute, value in COMMAND_TABLES[build].items():
-            setattr(self, attribute, value)
-        self._encoder = r.get_encoder()
+            _keep(self, build)
 
     async def async_initialize(self: Any, node: Any = None) -> None:
         if node:
@@ -100,14 +111,11 @@ def share_command_tables() -> None:
         except redis.RedisError:
             info = None
         build = _build(self, self.node.get_encoder(), info)
-        if build is None or build not in COMMAND_TABLES:
+        if _take_shared(self, build):
+            self._encoder = self.node.get_encoder()
+        else:
             await original_async(self, node)
-            if build is not None:
-                COMMAND_TABLES[build] = {a: getattr(self, a) for a in TABLE if hasattr(self, a)}
-            return
-        for attribute, value in COMMAND_TABLES[build].items():
-            setattr(self, attribute, value)
-        self._encoder = self.node.get_encoder()
+            _keep(self, build)
 
     commands.CommandsParser.initialize = sync_initialize  # type: ignore[method-assign]
     commands.AsyncCommandsParser.initialize = async_initialize  # type: ignore[method-assign]
