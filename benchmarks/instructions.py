@@ -169,7 +169,10 @@ def write_parts(server: Counted, client: redis.Redis, n: int) -> dict[str, float
     function; entering the operation's function as the library does (keys bound by
     role); and that plus the call token: a first send, as a store sends a call
     (no remembered reply looked up), remembering its one-element reply. Tokens
-    are acknowledged eight at a time, as a store does."""
+    are acknowledged eight at a time, as a store does. Beside them, the same
+    call remembering its reply in one field per lane of the store (a lane
+    carries one call at a time, so its next call's reply replaces the last
+    one's, under the call's sequence number): nothing to acknowledge."""
     lib = library()
     roles = catalogue()["arm"].roles
     source = lib.source.replace(f"#!lua name={lib.name}", "#!lua name=agentplane_parts", 1)
@@ -180,6 +183,16 @@ redis.register_function("part_empty", function() return 1 end)
 redis.register_function("part_entered", entry(function() return {{ "NEW" }} end, {bound}, true))
 redis.register_function("part_remembered",
   entry(function() return guard(function() return {{ "NEW" }} end) end, {bound}, true))
+redis.register_function("part_lane", entry(function()
+  local lane, seq = TOKEN, ACKS
+  TOKEN, ACKS = "", ""
+  return guard(function()
+    local text = seq .. " *1:$3:NEW"
+    redis.call("HSET", K.replies, lane, text)
+    rotate(#lane + #text + REPLY.ENTRY)
+    return words("NEW")
+  end)
+end, {bound}, true))
 """
     client.function_load(source, replace=True)
     keys = [TenantKeys("parts").key(role) for role in roles]
@@ -198,11 +211,19 @@ redis.register_function("part_remembered",
 
         return run
 
+    def lane_calls() -> None:
+        for i in range(n):
+            args = ("run", f"t-{i}", "1767225600000", "0", "forward", "", "store-1:0", str(i))
+            client.fcall("part_lane", len(keys), *keys, *args)
+
     out = {
         "an empty function, with arm's 6 keys and 8 arguments": calls("part_empty"),
         "entering arm's function (keys bound by role)": calls("part_entered"),
         "the same, with the call token (a first send) and the reply remembered": calls(
             "part_remembered"
+        ),
+        "the same, the reply in one field per store lane instead (nothing acknowledged)": (
+            lane_calls
         ),
     }
     found = {name: server.count(batch) / n for name, batch in out.items()}
