@@ -16,15 +16,16 @@ driver packs its calls itself and sends them on the client's own pool with the
 client's own retries (``wire.py``): the same commands and retries, less client
 time per call (``benchmarks/call_time.py`` measures it).
 
-**Lost replies.** A writing call carries a call token (``ops.Call``), and the
-script remembers its reply under it, so re-sending the call, as redis-py's own
-retries do, answers what its first execution did. The driver names the tokens
-whose replies it has received on its next writing calls, and the scripts
-forget those. When the client gives up (a connection error or timeout while a
-write was in flight), the driver keeps the unfinished plan and raises
-``OutcomeUnknown``; calling the same method again with the same arguments
-resumes that plan with the same token, so the caller finally gets the first
-execution's answer.
+**Lost replies.** A writing call carries a call token: one of the store's lanes,
+which carries one call at a time, and the call's number on it (``_Lanes``). The
+script remembers its reply in the lane's field, so re-sending the call, as
+redis-py's own retries do, answers what its first execution did, and the lane's
+next call replaces the reply: nothing is left to acknowledge but the lanes of a
+closing store. When the client gives up (a connection error or timeout while a
+write was in flight), the driver keeps the unfinished plan, its lane with it,
+and raises ``OutcomeUnknown``; calling the same method again with the same
+arguments resumes that plan with the same token, so the caller finally gets
+the first execution's answer.
 
 **Durability.** With ``durability="acknowledged"`` a writing call is sent in one
 pipeline with ``WAITAOF`` (or ``WAIT`` on Redis 7.0), so the confirmation covers
@@ -57,10 +58,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import itertools
 import logging
+import os
 import threading
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -110,13 +112,7 @@ log = logging.getLogger("agentplane_redis")
 
 #: Errors after which a write that was sent may or may not have run.
 LOST_REPLY = (ConnectionError, TimeoutError)
-#: Received tokens named on one writing call, at most.
-MAX_ACKS = 16
-#: Received tokens a store gathers before a writing call names them (one HDEL for
-#: them all): the server keeps at most this many remembered replies per store,
-#: until the store closes and acknowledges them all.
-ACK_BATCH = 8
-#: Tokens one acknowledging call (a closing store's) names, at most.
+#: Lanes one acknowledging call (a closing store's) names, at most.
 ACK_CHUNK = 256
 #: Unfinished plans kept for a call again, per store; the oldest is dropped.
 MAX_SUSPENDED = 64
@@ -141,9 +137,51 @@ _RAW = {NEVER_DECODE: True}
 #: the same as the first time.
 Tail = tuple[Any, ...] | None
 
-#: Leads the acknowledged tokens of a call's first send: the script does not look
-#: for a reply remembered under its token, which none can be (``lua/_lib/core.lua``).
+#: Leads the call's number on its lane in its first send: the script does not look
+#: for a reply remembered for it, which none can be (``lua/_lib/core.lua``).
 FIRST_SEND = "+"
+
+#: A writing call's token: its lane and its number on the lane.
+Ticket = tuple[str, str]
+#: The numbers of writing calls in this process: a lane's only grow.
+_NUMBERS = itertools.count(1)
+
+
+class _Lanes:
+    """The lanes of one store's writing calls (``lua/_lib/core.lua``). A call takes
+    a lane before its first send and gives it back once its reply has arrived, so
+    each lane carries one call at a time and the server keeps one remembered reply
+    per lane, which the lane's next call replaces. A call whose reply was lost
+    keeps its lane while it waits for a call again, and one given up never gives
+    it back, so no later call's reply can be taken for its. Each call takes the
+    next number of the process, after its lane: a lane's numbers only grow, and
+    the script refuses a stale copy of a call whose lane has gone on."""
+
+    __slots__ = ("_free", "_pid")
+
+    def __init__(self) -> None:
+        self._free: list[str] = []
+        self._pid = os.getpid()
+
+    def take(self) -> Ticket:
+        if self._pid != os.getpid():  # a forked child draws lanes of its own
+            self._free, self._pid = [], os.getpid()
+        try:
+            lane = self._free.pop()
+        except IndexError:  # a new lane: 64 random bits, as hex
+            lane = os.urandom(8).hex()
+        return lane, str(next(_NUMBERS))
+
+    def give(self, ticket: Ticket) -> None:
+        self._free.append(ticket[0])
+
+    def received(self) -> list[str]:
+        """The lanes whose calls have all been answered, taken out of use (a
+        closing store's, which forgets their replies)."""
+        if self._pid != os.getpid():
+            return []
+        lanes, self._free = self._free, []
+        return lanes
 
 
 class _Sends:
@@ -165,8 +203,8 @@ class _Sends:
 
 
 def first_send(tail: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A writing call's arguments (``_command``'s) as its first send: the
-    acknowledged tokens, last, marked with ``FIRST_SEND``."""
+    """A writing call's arguments (``_command``'s) as its first send: its number
+    on its lane, last, marked with ``FIRST_SEND``."""
     return (*tail[:-1], FIRST_SEND + tail[-1])
 
 
@@ -244,6 +282,7 @@ class _Suspended:
     kwargs: dict[str, Any]
     plan: Plan[Any]
     call: Call
+    ticket: Ticket | None
 
     def same(self, op: Callable[..., Plan[Any]], args: Sequence[Any], kwargs: Any) -> bool:
         try:
@@ -277,7 +316,7 @@ class _Driver:
         #: How calls reach their functions (``server.py``).
         pool = client if self.cluster else getattr(client, "connection_pool", client)
         self.ladder = Ladder(library() if functions else None, shared=shared_verifications(pool))
-        self._acks: deque[str] = deque()
+        self._lanes = _Lanes()
         self._suspended: list[_Suspended] = []
         self._lock = threading.Lock()
         #: The store's methods bound to this driver, by descriptor (``store.Op``).
@@ -320,43 +359,36 @@ class _Driver:
     def _confirms(self, call: Call) -> bool:
         return self.durability == "acknowledged" and call.writes
 
-    def _take_acks(self, call: Call) -> list[str]:
-        acks: list[str] = []
-        if call.writes and len(self._acks) >= ACK_BATCH:
-            pending = self._acks
-            while pending and len(acks) < MAX_ACKS:
-                try:
-                    acks.append(pending.popleft())
-                except IndexError:  # taken by another thread meanwhile
-                    break
-        return acks
-
-    def _command(self, call: Call, acks: list[str]) -> tuple[Any, ...]:
+    @staticmethod
+    def _command(call: Call, ticket: Ticket | None = None) -> tuple[Any, ...]:
         """The arguments after the script: key count, keys, args, then for a write its
-        token and the acknowledged tokens (last, so that the script reads its
+        token, the lane and the number on it (last, so that the script reads its
         arguments where they arrive, without copying them)."""
-        tail: tuple[str, ...] = (call.token, ",".join(acks)) if call.writes else ()
+        tail = ticket if ticket is not None else ()
         return (len(call.keys), *call.keys, *call.args, *tail)
 
     def _acknowledgements(self) -> list[tuple[Any, ...]]:
-        """The calls that acknowledge every token received so far (a closing store's):
-        ``acknowledge`` with the token "", which remembers nothing."""
-        acks = []
-        while self._acks:
-            try:
-                acks.append(self._acks.popleft())
-            except IndexError:  # taken by another thread meanwhile
-                break
+        """The calls that forget the replies of every lane whose calls were answered
+        (a closing store's): ``acknowledge`` with the lane "", which remembers
+        nothing."""
+        lanes = self._lanes.received()
         keys = acknowledgement(self.ctx).keys
         return [
-            (len(keys), *keys, "", ",".join(acks[i : i + ACK_CHUNK]))
-            for i in range(0, len(acks), ACK_CHUNK)
+            (len(keys), *keys, *lanes[i : i + ACK_CHUNK], "", "")
+            for i in range(0, len(lanes), ACK_CHUNK)
         ]
 
-    def _received(self, call: Call, reply: Any) -> Any:
-        if call.writes:
-            self._acks.append(call.token)
+    @staticmethod
+    def _received(call: Call, reply: Any) -> Any:
+        """A call's reply, as the list it stands for."""
         return codec.reply_list(reply)
+
+    def _ticket(self, call: Call, ticket: Ticket | None) -> Ticket | None:
+        """The token of a call about to be sent: a resumed call's own, a new one for
+        a write, none for a read."""
+        if ticket is None and call.writes:
+            return self._lanes.take()
+        return ticket
 
     @staticmethod
     def _confirmed_pipeline(
@@ -388,12 +420,13 @@ class _Driver:
 
     def _start(
         self, op: Callable[..., Plan[T]], args: Any, kwargs: Any
-    ) -> tuple[Plan[T], Call | None]:
-        """A new plan for the call, or the one a lost reply left for the same call."""
+    ) -> tuple[Plan[T], Call | None, Ticket | None]:
+        """A new plan for the call, or the one a lost reply left for the same call,
+        with that call and its token."""
         entry = self._resume(op, args, kwargs)
         if entry is None:
-            return op(self.ctx, *args, **kwargs), None
-        return entry.plan, entry.call
+            return op(self.ctx, *args, **kwargs), None, None
+        return entry.plan, entry.call, entry.ticket
 
     def _resume(self, op: Callable[..., Plan[T]], args: Any, kwargs: Any) -> _Suspended | None:
         if not self._suspended:  # the usual case, read without the lock
@@ -471,7 +504,7 @@ class SyncDriver(_Driver):
         if self.ladder.library is not None:
             self._climb(self.ladder.verify(self.where(), again), target)
             if self.ladder.library is not None and self.where() not in self.ladder.verified:
-                self._eval(self.scripts["pending_count"], self._command(self._probe(), []))
+                self._eval(self.scripts["pending_count"], self._command(self._probe()))
         return self._with_library(server)
 
     def _target(self) -> tuple[Any, Confirmation]:
@@ -555,39 +588,48 @@ class SyncDriver(_Driver):
         for tail in self._acknowledgements():
             send(self.scripts["acknowledge"], tail, False)
 
-    def execute(self, call: Call, first: bool = False) -> Any:
-        """Runs one call; ``first``: its first send (not a lost call's again)."""
-        acks = self._take_acks(call)
-        tail = self._command(call, acks)
+    def execute(self, call: Call, first: bool = False, ticket: Ticket | None = None) -> Any:
+        """Runs one call; ``first``: its first send (not a lost call's again);
+        ``ticket``: a write's token (a one-off call's write takes a lane of its own)."""
+        own = ticket is None and call.writes
+        ticket = self._ticket(call, ticket)
+        tail = self._command(call, ticket)
         script = self.scripts[call.script]
         confirms = self._confirms(call)
-        try:
-            if first and call.writes and self._wire is not None and not confirms:
-                reply = self._send_first(script, tail)
-            else:
-                send = self._send_on_cluster if self.cluster else self._send
-                reply = send(script, tail, confirms)
-        except BaseException:
-            self._acks.extend(acks)
-            raise
+        if first and ticket is not None and self._wire is not None and not confirms:
+            reply = self._send_first(script, tail)
+        else:
+            send = self._send_on_cluster if self.cluster else self._send
+            reply = send(script, tail, confirms)
+        if own:
+            self._lanes.give(ticket)  # type: ignore[arg-type]
         return self._received(call, reply)
 
     def call(self, op: Callable[..., Plan[T]], args: Any, kwargs: Any) -> T:
         """Runs the plan of ``op(ctx, *args, **kwargs)``, or resumes the one a lost
         reply left unfinished for the same call."""
-        plan, call = self._start(op, args, kwargs)
+        plan, call, ticket = self._start(op, args, kwargs)
         kept, first = False, call is None
         try:
             if call is None:
                 call = next(plan)
             while True:
+                ticket = self._ticket(call, ticket)
                 try:
-                    reply = self.execute(call, first)
+                    reply = self.execute(call, first, ticket)
                 except self.lost_reply as lost:
-                    if not call.writes:
+                    if ticket is None:
                         raise
                     kept = True
-                    raise self._lost(_Suspended(op, args, kwargs, plan, call), lost) from lost
+                    entry = _Suspended(op, args, kwargs, plan, call, ticket)
+                    raise self._lost(entry, lost) from lost
+                except Exception:
+                    if ticket is not None:  # answered with an error: the lane is free
+                        self._lanes.give(ticket)
+                    raise
+                if ticket is not None:
+                    self._lanes.give(ticket)
+                    ticket = None
                 call, first = plan.send(reply), True
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
@@ -682,7 +724,7 @@ class AsyncDriver(_Driver):
         if self.ladder.library is not None:
             await self._climb(self.ladder.verify(self.where(), again), target)
             if self.ladder.library is not None and self.where() not in self.ladder.verified:
-                await self._eval(self.scripts["pending_count"], self._command(self._probe(), []))
+                await self._eval(self.scripts["pending_count"], self._command(self._probe()))
         self.server = self._with_library(self.server)
         return self.server
 
@@ -768,46 +810,55 @@ class AsyncDriver(_Driver):
         for tail in self._acknowledgements():
             await send(self.scripts["acknowledge"], tail, False)
 
-    async def execute(self, call: Call, first: bool = False) -> Any:
-        """Runs one call; ``first``: its first send (not a lost call's again)."""
+    async def execute(self, call: Call, first: bool = False, ticket: Ticket | None = None) -> Any:
+        """Runs one call; ``first``: its first send (not a lost call's again);
+        ``ticket``: a write's token (a one-off call's write takes a lane of its own)."""
         if self.server is None:
             await self.check(again=False)
-        acks = self._take_acks(call)
-        tail = self._command(call, acks)
+        own = ticket is None and call.writes
+        ticket = self._ticket(call, ticket)
+        tail = self._command(call, ticket)
         script = self.scripts[call.script]
         confirms = self._confirms(call)
-        try:
-            if first and call.writes and self._wire is not None and not confirms:
-                reply = await self._send_first(script, tail)
-            else:
-                send = self._send_on_cluster if self.cluster else self._send
-                reply = await send(script, tail, confirms)
-        except BaseException:
-            self._acks.extend(acks)
-            raise
+        if first and ticket is not None and self._wire is not None and not confirms:
+            reply = await self._send_first(script, tail)
+        else:
+            send = self._send_on_cluster if self.cluster else self._send
+            reply = await send(script, tail, confirms)
+        if own:
+            self._lanes.give(ticket)  # type: ignore[arg-type]
         return self._received(call, reply)
 
     async def call(self, op: Callable[..., Plan[T]], args: Any, kwargs: Any) -> T:
         """Runs the plan of ``op(ctx, *args, **kwargs)``, or resumes the one a lost
         reply (or a cancellation) left unfinished for the same call."""
-        plan, call = self._start(op, args, kwargs)
+        plan, call, ticket = self._start(op, args, kwargs)
         kept, first = False, call is None
         try:
             if call is None:
                 call = next(plan)
             while True:
+                ticket = self._ticket(call, ticket)
                 try:
-                    reply = await self.execute(call, first)
+                    reply = await self.execute(call, first, ticket)
                 except self.lost_reply as lost:
-                    if not call.writes:
+                    if ticket is None:
                         raise
                     kept = True
-                    raise self._lost(_Suspended(op, args, kwargs, plan, call), lost) from lost
+                    entry = _Suspended(op, args, kwargs, plan, call, ticket)
+                    raise self._lost(entry, lost) from lost
                 except asyncio.CancelledError:
-                    if call.writes:  # the write may have run: a call again resumes it
+                    if ticket is not None:  # the write may have run: a call again resumes it
                         kept = True
-                        self._suspend(_Suspended(op, args, kwargs, plan, call))
+                        self._suspend(_Suspended(op, args, kwargs, plan, call, ticket))
                     raise
+                except Exception:
+                    if ticket is not None:  # answered with an error: the lane is free
+                        self._lanes.give(ticket)
+                    raise
+                if ticket is not None:
+                    self._lanes.give(ticket)
+                    ticket = None
                 call, first = plan.send(reply), True
                 if _cancel_requested():
                     # A cancellation that a step swallowed (redis-py's socket timeout

@@ -10,9 +10,7 @@ Redis, and no clock is read for it.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import json
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -359,7 +357,8 @@ class Context:
     def call(
         self, script: str, args: Sequence[Arg], run: str | None = None, more: Sequence[str] = ()
     ) -> Call:
-        """One script call; a writing script's call carries a fresh call token. A
+        """One script call (a writing script's carries a call token, which the driver
+        gives it: ``drivers._Lanes``). A
         script with a bucketed key gets the bucket of ``run`` there, and ``more``
         keys after its own."""
         known = self._scripts.get(script)
@@ -376,7 +375,7 @@ class Context:
             bucket = self.keys.timer_bucket(run or "", g)
             keys = (*keys[:bucketed], bucket, *keys[bucketed + 1 :])
             args = (*args, g.text())
-        return Call(script, (*keys, *more), tuple(args), new_token() if writes else "")
+        return Call(script, (*keys, *more), tuple(args), writes)
 
     def at(self, name: str, value: datetime | None) -> str:
         """The instant argument of a script: the caller's, the local clock, or ""
@@ -399,27 +398,16 @@ def bucket_index(script: str) -> int:
     return next(i for i, r in enumerate(roles, 1) if r in BUCKETED)
 
 
-def new_token() -> str:
-    """A call token: the local clock's milliseconds (13 digits) and 64 random bits.
-    It names one execution of a writing script, whichever connection sends it."""
-    # os.urandom is what the secrets module draws from
-    return f"{time.time_ns() // 1_000_000:013d}{os.urandom(8).hex()}"
-
-
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One script call: which script, its keys, its arguments, and the call token
-    of a writing script ("" for a read): re-sending the call with its token
-    answers what its first execution did."""
+    """One script call: which script, its keys, its arguments, and whether it
+    writes: a writing call is sent with a call token (``drivers._Lanes``), and
+    re-sending it with its token answers what its first execution did."""
 
     script: str
     keys: tuple[str, ...]
     args: tuple[Arg, ...]
-    token: str
-
-    @property
-    def writes(self) -> bool:
-        return bool(self.token)
+    writes: bool
 
 
 def make_context(
@@ -454,9 +442,9 @@ def make_context(
 
 
 def acknowledgement(ctx: Context) -> Call:
-    """The call a closing store sends to forget the replies it received: ``acknowledge``
-    with the token "", which remembers nothing; the driver appends the tokens."""
-    return dataclasses.replace(ctx.call("acknowledge", []), token="")
+    """The call a closing store sends to forget the replies it received: ``acknowledge``,
+    to which the driver gives the lanes and the lane "", which remembers nothing."""
+    return ctx.call("acknowledge", [])
 
 
 def _buffered(reply: Sequence[Any], first: int) -> BufferedEvent:

@@ -17,8 +17,8 @@ uses. A top-level function is written from ``local function name(`` to a line
 holding only ``end``, its body indented.
 
 A script whose header names the ``replies`` key is a writing script: it takes
-a call token and the acknowledged tokens as its first two arguments, which the
-loader binds as ``TOKEN`` and ``ACKS`` and strips from ``ARGV``, so the body
+its store's lane and the call's number on it (the call token) as its last two
+arguments, which the loader binds as ``TOKEN`` and ``SEQ`` and strips from ``ARGV``, so the body
 and its header's ``ARGV[i]`` lines never see them (``lua/_lib/core.lua``).
 """
 
@@ -164,12 +164,12 @@ def header_roles(text: str, name: str) -> tuple[str, ...]:
     return tuple(roles)
 
 
-#: What a writing script binds before its body: the token and the acknowledged
-#: tokens, its last two arguments, taken off ARGV (which is not copied).
-_TOKEN_BINDING = """local TOKEN, ACKS = ARGV[#ARGV - 1], ARGV[#ARGV]
+#: What a writing script binds before its body: the call token, its lane and its
+#: number on the lane, its last two arguments, taken off ARGV (which is not copied).
+_TOKEN_BINDING = """local TOKEN, SEQ = ARGV[#ARGV - 1], ARGV[#ARGV]
 ARGV[#ARGV] = nil
 ARGV[#ARGV] = nil"""
-_NO_TOKEN = "local TOKEN, ACKS = nil, nil"
+_NO_TOKEN = "local TOKEN, SEQ = nil, nil"
 #: What a script with a bucket key binds next: the bucket geometry the client
 #: computed its bucket keys with, its last argument before the token.
 _GEO_BINDING = """local GEO = ARGV[#ARGV]
@@ -253,12 +253,12 @@ end
 local function entry(op, bind, writes, bucketed)
   return function(keys, args)
     KEYS, K, server_ms = keys, bind(keys), nil
-    if writes then -- the call token and the acknowledged tokens come last
+    if writes then -- the call token, lane and number, comes last
       local n = #args
-      TOKEN, ACKS = args[n - 1], args[n]
+      TOKEN, SEQ = args[n - 1], args[n]
       args[n], args[n - 1] = nil, nil
     else
-      TOKEN, ACKS = nil, nil
+      TOKEN, SEQ = nil, nil
     end
     if bucketed then -- then the bucket geometry the keys were computed with
       local n = #args
@@ -338,7 +338,7 @@ def build_library(
     source = "\n\n".join(
         [
             f"#!lua name={prefix}_{_VERSION}",
-            "local KEYS, ARGV, K, TOKEN, ACKS, GEO",
+            "local KEYS, ARGV, K, TOKEN, SEQ, GEO",
             *helpers,
             "local OPS = {}",
             *ops,

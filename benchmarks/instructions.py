@@ -168,11 +168,8 @@ def write_parts(server: Counted, client: redis.Redis, n: int) -> dict[str, float
     arguments, through functions appended to a copy of the library: an empty
     function; entering the operation's function as the library does (keys bound by
     role); and that plus the call token: a first send, as a store sends a call
-    (no remembered reply looked up), remembering its one-element reply. Tokens
-    are acknowledged eight at a time, as a store does. Beside them, the same
-    call remembering its reply in one field per lane of the store (a lane
-    carries one call at a time, so its next call's reply replaces the last
-    one's, under the call's sequence number): nothing to acknowledge."""
+    (no remembered reply looked up), remembering its one-element reply in the
+    store's lane, which its next call's reply replaces."""
     lib = library()
     roles = catalogue()["arm"].roles
     source = lib.source.replace(f"#!lua name={lib.name}", "#!lua name=agentplane_parts", 1)
@@ -183,47 +180,23 @@ redis.register_function("part_empty", function() return 1 end)
 redis.register_function("part_entered", entry(function() return {{ "NEW" }} end, {bound}, true))
 redis.register_function("part_remembered",
   entry(function() return guard(function() return {{ "NEW" }} end) end, {bound}, true))
-redis.register_function("part_lane", entry(function()
-  local lane, seq = TOKEN, ACKS
-  TOKEN, ACKS = "", ""
-  return guard(function()
-    local text = seq .. " *1:$3:NEW"
-    redis.call("HSET", K.replies, lane, text)
-    rotate(#lane + #text + REPLY.ENTRY)
-    return words("NEW")
-  end)
-end, {bound}, true))
 """
     client.function_load(source, replace=True)
     keys = [TenantKeys("parts").key(role) for role in roles]
 
     def calls(function: str) -> Callable[[], Any]:
         def run() -> None:
-            received: list[str] = []
             for i in range(n):
-                token = f"{1797000000000 + i:013d}{i:016x}"
-                acks = FIRST_SEND + (",".join(received) if len(received) >= 8 else "")
-                if acks != FIRST_SEND:
-                    received = []
-                args = ("run", f"t-{i}", "1767225600000", "0", "forward", "", token, acks)
-                client.fcall(function, len(keys), *keys, *args)
-                received.append(token)
+                args = ("run", f"t-{i}", "1767225600000", "0", "forward", "", "0123456789abcdef")
+                client.fcall(function, len(keys), *keys, *args, f"{FIRST_SEND}{i + 1}")
 
         return run
-
-    def lane_calls() -> None:
-        for i in range(n):
-            args = ("run", f"t-{i}", "1767225600000", "0", "forward", "", "store-1:0", str(i))
-            client.fcall("part_lane", len(keys), *keys, *args)
 
     out = {
         "an empty function, with arm's 6 keys and 8 arguments": calls("part_empty"),
         "entering arm's function (keys bound by role)": calls("part_entered"),
         "the same, with the call token (a first send) and the reply remembered": calls(
             "part_remembered"
-        ),
-        "the same, the reply in one field per store lane instead (nothing acknowledged)": (
-            lane_calls
         ),
     }
     found = {name: server.count(batch) / n for name, batch in out.items()}

@@ -34,16 +34,17 @@ each call's server time beside the library's.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 import redis
 from targets import at, event, server_mean, wait
 
-from agentplane_redis import RedisStore, drivers
+from agentplane_redis import RedisStore
 from agentplane_redis.codec import payload_text
+from agentplane_redis.drivers import FIRST_SEND
 from agentplane_redis.embedded import Server
 from agentplane_redis.keys import Geometry, TenantKeys, key_hash, tuple_member
 from agentplane_redis.ops import DEFAULT_MAX_PAYLOAD
@@ -72,12 +73,13 @@ local function instant(ms)
   return "1" .. string.sub(ZEROS, 1, 15 - #ms) .. ms
 end
 
--- The reply remembered under the call's token, counted into its generation
--- 16 KiB at a time, the bytes in between kept here, as the library does.
+-- The reply remembered in the call's lane under its number (a first send's,
+-- "+" and all), counted into its generation 16 KiB at a time, the bytes in
+-- between kept here, as the library does.
 local UNCOUNTED = {}
-local function remember(replies, old, token, text)
-  redis.call("HSET", replies, token, text)
-  local due, bytes = UNCOUNTED[replies], #token + #text + 64
+local function remember(replies, old, lane, seq, text)
+  redis.call("HSET", replies, lane, seq .. " " .. text)
+  local due, bytes = UNCOUNTED[replies], #lane + #seq + #text + 64
   if due and due + bytes < 16384 then
     UNCOUNTED[replies] = due + bytes
     return
@@ -92,7 +94,7 @@ end
 -- KEYS: events, marks, mark_index, geometry, replies, replies_old, the key
 -- bucket of the event's key, the wait bucket of the winner's run.
 -- ARGV: at, source, id, kind, namespace, value, payload, the key's hash (8
--- hex digits), key and wait geometry, token.
+-- hex digits), key and wait geometry, lane, number.
 redis.register_function("lean_deliver", function(k, a)
   local at, source, kind, ns, value, payload, hash = a[1], a[2], a[4], a[5], a[6], a[7], a[8]
   local eid = comp(source) .. comp(a[3])
@@ -131,12 +133,12 @@ redis.register_function("lean_deliver", function(k, a)
   local text = "*3:$7:RESUMED" .. dollar(at) .. "*4:" .. dollar(string.sub(wid, 1, p - 1))
     .. dollar(string.sub(wid, p + 1, -2)) .. dollar(string.sub(m, 1, e))
     .. "*2:" .. dollar(ns) .. dollar(value)
-  remember(k[5], k[6], a[11], text)
+  remember(k[5], k[6], a[11], a[12], text)
   return text
 end)
 
 -- KEYS: events, marks, replies, replies_old.
--- ARGV: at, run, effect, kind, namespace, value, token.
+-- ARGV: at, run, effect, kind, namespace, value, lane, number.
 redis.register_function("lean_claim_for", function(k, a)
   local at = a[1]
   local wid = comp(a[2]) .. comp(a[3])
@@ -163,14 +165,14 @@ redis.register_function("lean_claim_for", function(k, a)
   redis.call("HSET", k[2], wid, at .. " " .. eid)
   local row, has = eid .. head, payload ~= "" and "1" or "0"
   local withheld = has == "1" and "$1:R$0:" or "$1:0$0:"
-  remember(k[3], k[4], a[7], "*5:$3:HIT" .. dollar(at) .. dollar(row) .. withheld)
+  remember(k[3], k[4], a[7], a[8], "*5:$3:HIT" .. dollar(at) .. dollar(row) .. withheld)
   return { "HIT", at, row, has, payload }
 end)
 
 -- KEYS: events, consumed, wait_count, wait_order, wait_order_index, marks,
 -- mark_index, geometry, replies, replies_old, the wait bucket of the run,
 -- the order bucket of the wait's registration.
--- ARGV: run, effect, wait geometry, token.
+-- ARGV: run, effect, wait geometry, lane, number.
 redis.register_function("lean_unsubscribe", function(k, a)
   local g = redis.call("HMGET", k[8], "order", "wait")
   if (g[2] or "0 0") ~= a[3] then
@@ -223,15 +225,21 @@ redis.register_function("lean_unsubscribe", function(k, a)
     redis.call("HSET", k[1], eid, "C" .. string.sub(raw, 2, string.find(raw, "\n", 1, true)))
     redis.call("ZADD", k[2], "0", string.sub(raw, 5, 20) .. eid)
   end
-  remember(k[9], k[10], a[4], "*1:$2:OK")
+  remember(k[9], k[10], a[4], a[5], "*1:$2:OK")
   return redis.status_reply("OK")
 end)
 """
 
 
-def token() -> str:
-    """A call token as a store makes one."""
-    return f"{time.time_ns() // 1_000_000:013d}{os.urandom(8).hex()}"
+#: The lean calls' one lane, as a store calling one at a time keeps one.
+LANE = os.urandom(8).hex()
+_NUMBERS = itertools.count(1)
+
+
+def token() -> list[str]:
+    """A call token as a store makes one for a call's first send: its lane and its
+    number there, marked as a first send."""
+    return [LANE, f"{FIRST_SEND}{next(_NUMBERS)}"]
 
 
 class Lean:
@@ -257,7 +265,7 @@ class Lean:
             keys.append(self.keys.wait_bucket(wait_g.bucket(w.run)))
             args = [str(ms(j)), e.source, e.id, e.kind, key.namespace, key.value]
             args += [payload_text(e.payload, DEFAULT_MAX_PAYLOAD), f"{h:08x}", key_g.text()]
-            args += [wait_g.text(), token()]
+            args += [wait_g.text(), *token()]
             calls.append((keys, args))
         return lambda: [self.client.fcall("lean_deliver", len(ks), *ks, *a) for ks, a in calls]
 
@@ -267,7 +275,7 @@ class Lean:
         calls = []
         for j in range(i, i + n):
             w, key = wait(j), wait(j).correlation[0]
-            calls.append([str(ms(j)), w.run, w.effect, w.kind, key.namespace, key.value, token()])
+            calls.append([str(ms(j)), w.run, w.effect, w.kind, key.namespace, key.value, *token()])
         return lambda: [self.client.fcall("lean_claim_for", 4, *keys, *a) for a in calls]
 
     def unsubscribe(self, i: int, n: int) -> Callable[[], Any]:
@@ -286,7 +294,7 @@ class Lean:
             )
             order = self.keys.order_bucket(start[0].decode()) if start else ""
             keys = [*fixed, self.keys.wait_bucket(wait_g.bucket(w.run)), order]
-            calls.append((keys, [w.run, w.effect, wait_g.text(), token()]))
+            calls.append((keys, [w.run, w.effect, wait_g.text(), *token()]))
         return lambda: [self.client.fcall("lean_unsubscribe", 12, *ks, *a) for ks, a in calls]
 
 
@@ -336,8 +344,11 @@ def lean_life(
 def lives(client: redis.Redis, base: int, n: int) -> list[dict[str, Callable[[], Any]]]:
     """The lives of items base.. base + n through the library (tenant ``lib``) and
     through the lean functions (tenant ``lean``), each tenant's waits registered
-    first by the library; the lean steps compute their calls as they start."""
-    library = library_life(subscribed(client, "lib", base, n), base, n)
+    first by the library (a store of its own, whose lane keeps its last reply as
+    the lean calls' lane keeps theirs); the lean steps compute their calls as
+    they start."""
+    subscribed(client, "lib", base, n)
+    library = library_life(RedisStore(client, tenant="lib"), base, n)
     subscribed(client, "lean", base, n)
     lean = lean_life(client, "lean", base, n)
     return [library, {step: lambda make=make: make()() for step, make in lean.items()}]
@@ -345,9 +356,9 @@ def lives(client: redis.Redis, base: int, n: int) -> list[dict[str, Callable[[],
 
 def tenant_state(client: redis.Redis, tenant: str) -> dict[str, Any]:
     """Every key of the tenant by its suffix, with its contents; the remembered
-    replies by text (their tokens differ from run to run), without their count
-    of bytes, which each library adds to the field when its own Lua state
-    holds 16 KiB (the library registers the waits of both tenants)."""
+    replies by text (their lanes and numbers differ from run to run), without
+    their count of bytes, which each library adds to the field when its own Lua
+    state holds 16 KiB (the library registers the waits of both tenants)."""
     prefix = f"agentplane:{{{tenant}}}:"
     out: dict[str, Any] = {}
     for key in client.scan_iter(match=f"{prefix}*", count=1000):
@@ -356,7 +367,7 @@ def tenant_state(client: redis.Redis, tenant: str) -> dict[str, Any]:
         if kind == "hash":
             value: Any = client.hgetall(key)
             if suffix == "reply":
-                value = sorted(v for f, v in value.items() if f != b"")
+                value = sorted(v.split(b" ", 1)[1] for f, v in value.items() if f != b"")
         elif kind == "zset":
             value = client.zrange(key, 0, -1, withscores=True)
         elif kind == "string":
@@ -373,18 +384,10 @@ def equivalent(client: redis.Redis, n: int, base: int = 7 * 10**6) -> list[str]:
     whose contents differ (none, when the lean functions write what the library
     does)."""
     client.function_load(LEAN, replace=True)
-    # The library's store forgets the replies it acknowledges; the lean calls
-    # acknowledge none. So that both tenants keep every reply to compare, the
-    # store acknowledges none either here.
-    take_acks = drivers._Driver._take_acks
-    drivers._Driver._take_acks = lambda self, call: []  # type: ignore[method-assign]
-    try:
-        ran = lives(client, base, n)
-        for step in ("deliver", "claim_for", "unsubscribe"):
-            for life in ran:
-                life[step]()
-    finally:
-        drivers._Driver._take_acks = take_acks  # type: ignore[method-assign]
+    ran = lives(client, base, n)
+    for step in ("deliver", "claim_for", "unsubscribe"):
+        for life in ran:
+            life[step]()
     a, b = tenant_state(client, "lib"), tenant_state(client, "lean")
     return sorted(s for s in a.keys() | b.keys() if a.get(s) != b.get(s))
 

@@ -70,7 +70,7 @@ def guarded(scripts: dict[str, LuaScript]) -> dict[str, LuaScript]:
 
 def guarded_library(scripts: dict[str, LuaScript], root: Path | None = None) -> LuaLibrary:
     library = build_library(root or lua_root(), scripts, prefix="agentplane_guarded")
-    head, sep, rest = library.source.partition("local KEYS, ARGV, K, TOKEN, ACKS, GEO\n")
+    head, sep, rest = library.source.partition("local KEYS, ARGV, K, TOKEN, SEQ, GEO\n")
     assert sep, "the library declares its call's upvalues"
     rest = rest.replace("redis.call(", "guarded_call(").replace("redis.pcall(", "guarded_pcall(")
     return replace(library, source=head + sep + LIBRARY_GUARD + rest)

@@ -125,8 +125,8 @@ def _die_after(url: str, steps: int, op: str) -> None:
     driver = store._driver
     real, seen = driver.execute, [0]
 
-    def execute(call: Any, first: bool = False) -> Any:
-        reply = real(call, first)
+    def execute(call: Any, *more: Any) -> Any:
+        reply = real(call, *more)
         seen[0] += 1
         if seen[0] == steps:
             os.kill(os.getpid(), signal.SIGKILL)

@@ -291,7 +291,7 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
         "| sketch: timer life |",
         "| sketch, compact layout: event life |",
         "| lean, the library's layout: event life |",
-        "| the same, the reply in one field per store lane instead (nothing acknowledged) |",
+        "| the same, with the call token (a first send) and the reply remembered |",
     )
     # where one operation's instructions go, by the embedded Valkey's own functions
     split = run("instructions.py", "--rows", "150", "--calls", "24", "--split", "claim_for")

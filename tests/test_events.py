@@ -606,8 +606,8 @@ def test_a_parked_waits_step_stops_at_its_bytes_of_key_rows(raw):
         store.events.park_wait(sub(run, long_, "k/1", f"ns/{long_}", case=long_), at=at(0))
     real, statuses = store._driver.execute, []
 
-    def execute(call: Any, first: bool = False) -> Any:
-        reply = real(call, first)
+    def execute(call: Any, *more: Any) -> Any:
+        reply = real(call, *more)
         if call.script == "parked_waits" and bytes(reply[0]) != b"NEED":  # not their buckets
             statuses.append(bytes(reply[0]))
         return reply

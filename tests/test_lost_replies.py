@@ -15,7 +15,6 @@ announces the proxy's port, so ``RedisCluster`` reaches its node through it.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -27,7 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from agentplane_redis import AsyncRedisStore, OutcomeUnknown, RedisStore, acl
-from agentplane_redis.drivers import ACK_BATCH
+from agentplane_redis.drivers import _Lanes
 from agentplane_redis.embedded import Cluster, Server, ServerUnavailable
 from agentplane_redis.keys import BUCKETED, ROLES
 from agentplane_redis.scripts import catalogue
@@ -318,18 +317,28 @@ def test_a_different_call_after_outcome_unknown_runs_anew(rig):
     assert lossy.events.buffer(E1, at=at(0)) is False  # a new call: a duplicate
 
 
-def test_received_replies_are_forgotten(rig):
-    """Writing calls name the tokens whose replies arrived, ACK_BATCH at a time; the
-    server keeps at most ACK_BATCH remembered replies per open store."""
+def test_a_store_keeps_one_remembered_reply_per_lane(rig):
+    """Each writing call remembers its reply in its store's lane, and the lane's next
+    call replaces it: a store calling one at a time keeps one remembered reply."""
     store = rig.store("acme", retries=0, direct=True)
-    replies = store.keys.key("replies")
-    sizes = []
     for i in range(50):
         store.events.buffer(ev(f"e{i}", "k/1"), at=at(i))
         store.timers.arm(timer("r", f"t{i}", i))
-        sizes.append(rig.raw.hlen(replies) - 1)  # less the field "" counting the bytes
-    assert max(sizes) <= ACK_BATCH + 1
-    assert min(sizes[ACK_BATCH:]) <= 2  # every ACK_BATCH calls, the received go at once
+        assert len(_remembered(rig, store)) == 1
+
+
+def test_calls_after_outcome_unknown_leave_its_lane_alone(rig):
+    """The lost call keeps its lane while it waits for a call again: the store's other
+    calls take another, so none of them replaces the lost call's reply."""
+    lossy = rig.store("lossy", retries=0)
+    rig.proxy.lose_next()
+    with pytest.raises(OutcomeUnknown):
+        lossy.events.buffer(E1, at=at(0))
+    for i in range(5):
+        assert lossy.timers.arm(timer("r", f"t{i}", i)) is True
+    assert len(_remembered(rig, lossy)) == 2  # the lost call's lane, and one more
+    assert lossy.events.buffer(E1, at=at(0)) is True  # resumed: its first execution's answer
+    assert lossy.events.buffer(E1, at=at(0)) is False  # a new call: a duplicate
 
 
 def _remembered(rig: Rig, store: Any) -> list[bytes]:
@@ -340,26 +349,31 @@ def _remembered(rig: Rig, store: Any) -> list[bytes]:
 
 
 def _careless(store: Any) -> Any:
-    """The store, made to forget that it received replies: a client that never
-    acknowledges (a one-shot store that never closes)."""
+    """The store, made to give each call a lane never used before: a client that
+    never reuses a lane (one-shot stores, each a call, that never close)."""
     driver = store._target._driver if isinstance(store, Blocking) else store._driver
-    driver._acks = deque(maxlen=0)
+    driver._lanes = _NoReuse()
     return store
+
+
+class _NoReuse(_Lanes):
+    def give(self, ticket: Any) -> None:
+        """Keeps the lane out of use."""
 
 
 def test_a_closing_store_acknowledges_every_reply_it_received(rig):
     """A store used for a few calls (a CLI run, a per-request handler) leaves no
     remembered reply behind once it closes."""
     store = rig.store("acme", retries=0, direct=True)
-    for i in range(ACK_BATCH - 1):
+    for i in range(7):
         store.events.buffer(ev(f"e{i}", "k/1"), at=at(i))
-    assert len(_remembered(rig, store)) == ACK_BATCH - 1
+    assert len(_remembered(rig, store)) == 1
     store.close_connection()
     assert _remembered(rig, store) == []  # the byte count stays, and rotates as before
 
 
 #: The bytes one generation of remembered replies counts (``lua/_lib/core.lua``): each
-#: entry its token, its text and 64 for the hash's bookkeeping.
+#: entry its lane, its number, its text and 64 for the hash's bookkeeping.
 REPLY_GENERATION_BYTES, REPLY_ENTRY = 1 << 20, 64
 
 
@@ -372,7 +386,7 @@ def test_a_reply_is_remembered_across_a_generation_of_careless_clients(rig):
         lossy.events.buffer(E1, at=at(0))
     careless = _careless(rig.store("acme", retries=0, direct=True))
     old = lossy.keys.key("replies_old")
-    for i in range(REPLY_GENERATION_BYTES // 100):  # each entry counts more than 100
+    for i in range(REPLY_GENERATION_BYTES // 80):  # each entry counts more than 80
         careless.timers.arm(timer("r", f"t{i}", i))
     assert rig.raw.exists(old)  # rotated
     counted = [int(rig.raw.hget(key, "") or 0) for key in (lossy.keys.key("replies"), old)]

@@ -185,7 +185,7 @@ def test_the_disarm_many_script_refuses_an_unbounded_step_whoever_sends_it(store
     timers found, and refuses a bucket's count its ids do not follow: a client that
     skips the store's batching is refused before anything is written."""
     from agentplane_redis.keys import tuple_member
-    from agentplane_redis.ops import bucket_index, new_token, script_keys
+    from agentplane_redis.ops import bucket_index, script_keys
     from agentplane_redis.scripts import library
 
     store.timers.arm(timer("r", "t", 0))  # one timer: the tenant's first buckets
@@ -196,7 +196,7 @@ def test_the_disarm_many_script_refuses_an_unbounded_step_whoever_sends_it(store
     raw.function_load(library().source, replace=True)  # where the store sends scripts
 
     def step(*args):
-        reply = raw.fcall(function, len(keys), *keys, *args, "0 0", new_token(), "+")
+        reply = raw.fcall(function, len(keys), *keys, *args, "0 0", "lane", "+1")
         return reply if isinstance(reply, list) else [reply]
 
     absent = [tuple_member(("nobody", f"t{i}")) for i in range(257)]
@@ -206,6 +206,35 @@ def test_the_disarm_many_script_refuses_an_unbounded_step_whoever_sends_it(store
     assert step(slot, 2, tuple_member(("r", "t")))[0] in (b"REFUSED", "REFUSED")
     assert step(slot - 1, 1, tuple_member(("r", "t")))[0] in (b"REFUSED", "REFUSED")
     assert ids(store.timers.pending()) == [("r", "t")]
+
+
+def test_a_lane_answers_its_call_again_and_refuses_a_stale_copy(store, raw):
+    """A writing call's reply is remembered in its lane under the call's number: the
+    same call re-sent answers it without running; a copy of an earlier call, sent
+    after the lane went on, is refused and writes nothing; a later number runs."""
+    from agentplane_redis.codec import reply_list
+    from agentplane_redis.ops import bucket_index, script_keys
+    from agentplane_redis.scripts import library
+
+    store.timers.arm(timer("r", "t", 0))  # the tenant's first buckets
+    keys = list(script_keys(store.keys, "arm"))
+    keys[bucket_index("arm") - 1] = store.keys.timer_bucket("r")
+    function = library().functions["arm"]
+    raw.function_load(library().source, replace=True)  # where the store sends scripts
+
+    def arm(effect, number):
+        args = ("r", effect, str(1767225600000), "0", "forward", "", "0 0")
+        reply = raw.fcall(function, len(keys), *keys, *args, "lane-1", number)
+        status = reply_list(reply)[0]
+        return status.decode() if isinstance(status, bytes) else status
+
+    assert arm("a", "+5") == "NEW"
+    assert arm("a", "5") == "NEW"  # answered again: not a duplicate
+    assert arm("b", "+6") == "NEW"
+    assert arm("c", "5") == "REFUSED"  # a stale copy: the lane answered 6
+    assert arm("b", "6") == "NEW"
+    assert arm("a", "7") == "SEEN"  # a later call runs
+    assert ids(store.timers.pending()) == [("r", "a"), ("r", "b"), ("r", "t")]
 
 
 def test_disarm_many_refuses_what_is_not_a_pair_before_any_call(store):

@@ -417,9 +417,9 @@ def test_a_cancellation_a_step_swallowed_stops_the_method_at_the_next_step():
         real = store._driver.execute
         steps = 0
 
-        async def swallowing(call: Any, first: bool = False) -> Any:
+        async def swallowing(call: Any, *more: Any) -> Any:
             nonlocal steps
-            reply = await real(call, first)
+            reply = await real(call, *more)
             if call.script == "sweep_unclaimed":
                 steps += 1
                 task = asyncio.current_task()

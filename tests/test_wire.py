@@ -178,9 +178,9 @@ def test_a_retry_of_an_async_call_sends_it_again_as_given():
 
 
 def test_a_writing_call_is_sent_first_marked_and_again_unmarked(backend, monkeypatch):
-    """On the wire a writing call's first send marks its acknowledged tokens (the
-    script then looks up no remembered reply); its re-send, unmarked, answers the
-    first execution's reply. A reading call carries no mark."""
+    """On the wire a writing call's first send marks its number on its lane, its last
+    argument (the script then looks up no remembered reply); its re-send, unmarked,
+    answers the first execution's reply. A reading call carries no mark."""
     sends: list[tuple[bytes, bytes | None]] = []
     kind = AsyncWire if backend.flavour == "async" else Wire
     real = kind.send
@@ -198,11 +198,11 @@ def test_a_writing_call_is_sent_first_marked_and_again_unmarked(backend, monkeyp
         return
     (first, again), (read, none) = sends[-2:]
     assert again is not None
-    assert first.endswith(b"$1\r\n+\r\n")
-    assert again.endswith(b"$0\r\n\r\n")
-    assert first[: -len(b"$1\r\n+\r\n")] == again[: -len(b"$0\r\n\r\n")]
+    head, _, number = again.rstrip(b"\r\n").rpartition(b"\r\n")
+    assert number.isdigit()
+    assert first == head[: head.rindex(b"$")] + b"$%d\r\n+%s\r\n" % (len(number) + 1, number)
     assert none is None
-    assert not read.endswith(b"+\r\n")
+    assert b"+" not in read.rstrip(b"\r\n").rpartition(b"\r\n")[2]
 
 
 def test_every_send_after_a_calls_first_is_unmarked(monkeypatch):
@@ -224,7 +224,8 @@ def test_every_send_after_a_calls_first_is_unmarked(monkeypatch):
 
     monkeypatch.setattr(driver, "_run", flushed_after_first)
     assert store.timers.arm(timer("r", "t", 0)) is True  # not False: it ran once
-    assert tails == ["+", ""]
+    assert [tail[:1] for tail in tails] == ["+", tails[1][:1]]
+    assert tails[0] == "+" + tails[1]
     assert store.timers.pending_count() == 1
 
 

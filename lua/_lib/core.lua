@@ -3,29 +3,35 @@
 -- A script's body runs under pcall so that corruption, detected before any
 -- write, becomes the ordinary reply {"CORRUPT", what, id, detail}.
 --
--- A writing script takes a call token (TOKEN, bound by the loader) and
--- remembers its reply under it as text, so that a call re-sent after a lost
--- reply answers what its first execution did (that text) instead of running
--- again. The first execution answers the same text too, one string that a
--- client reads for less than an array of many, unless the reply is of words
--- (words, below) or holds a payload. A remembered reply never holds a
--- payload's bytes: each payload in it is written as withheld ("R", and no
--- bytes), and the client reads the payload again where a re-sent call answers
--- so, so an erasure or a purge leaves no copy behind. ACKS names tokens whose
--- replies the client has received (gathered a few at a time, and all of them
--- when a store closes): they are forgotten here. A call with the token ""
--- (acknowledge) remembers nothing. ACKS starting with "+" marks the call's
--- first send (its token never sent before): nothing can be remembered under the
--- token yet, so it is not looked up. A client re-sends a call without the mark.
+-- A writing script takes its store's lane (TOKEN) and the call's number on it
+-- (SEQ), both bound by the loader, and remembers its reply in the lane's field
+-- as text, so that a call re-sent after a lost reply answers what its first
+-- execution did (that text) instead of running again. A lane carries one call
+-- at a time: the store takes it for a call and gives it back once the reply
+-- has arrived, so the next call's reply replaces the last one's and nothing is
+-- left to acknowledge. A lane's field holds "<seq> <text>". The first
+-- execution answers the same text too, one string that a client reads for
+-- less than an array of many, unless the reply is of words (words, below) or
+-- holds a payload. A remembered reply never holds a payload's bytes: each
+-- payload in it is written as withheld ("R", and no bytes), and the client
+-- reads the payload again where a re-sent call answers so, so an erasure or a
+-- purge leaves no copy behind. SEQ starting with "+" marks the call's first
+-- send: nothing can be remembered for it yet, so the lane is not looked up
+-- (the "+" stays in the field). A client re-sends a call without the mark: its
+-- lane answers the remembered text where it holds the call's number, refuses a
+-- call whose lane has gone on to a later one (a stale copy of a call already
+-- answered), and otherwise runs it. A call with the lane "" (acknowledge)
+-- remembers nothing.
 --
 -- Remembered replies are bounded per tenant whatever the clients do: they go
--- into the generation K.replies, whose field "" counts the bytes its entries
--- take (each entry's token and text, and REPLY.ENTRY for the hash's own
+-- into the generation K.replies, whose field "" counts the bytes written to it
+-- (each reply's lane, number and text, and REPLY.ENTRY for the hash's own
 -- bookkeeping); once that reaches REPLY.GENERATION_BYTES the generation
 -- becomes K.replies_old, and the one before is dropped whole (UNLINK frees it
 -- in the background). A tenant's replies take at most about twice
 -- REPLY.GENERATION_BYTES plus its largest single reply, and a reply is
--- remembered until at least REPLY.GENERATION_BYTES of newer ones were written.
+-- remembered until at least REPLY.GENERATION_BYTES of newer ones were written
+-- or its lane's next call replaced it.
 -- The count is written a few entries at a time: the bytes not counted yet
 -- are kept in the library's Lua state (REPLY.UNCOUNTED, by generation key),
 -- which lasts as long as the library is loaded on the server, and go into the
@@ -155,19 +161,6 @@ local function wake(marker)
   redis.call("LTRIM", K.wake, "0", "1")
 end
 
--- Forgets the acknowledged tokens (a comma-separated list, after the first
--- send's "+" if any).
-local function forget(acks)
-  if acks == "" or acks == "+" then
-    return
-  end
-  local acked = {}
-  for ack in string.gmatch(acks, "[^,+]+") do
-    acked[#acked + 1] = ack
-  end
-  redis.call("HDEL", K.replies, unpack(acked))
-end
-
 -- Counts an entry into the generation; a full generation becomes the old one.
 local function rotate(bytes)
   local key = K.replies
@@ -184,12 +177,13 @@ local function rotate(bytes)
   end
 end
 
--- Remembers the reply as text, each payload in it withheld; returns the text.
+-- Remembers the reply as text in the call's lane, each payload in it withheld;
+-- returns the text.
 local function remember(res)
   local held, text = WITHHELD, res.text
   if text then -- the body wrote it, the payloads withheld
-    redis.call("HSET", K.replies, TOKEN, text)
-    rotate(#TOKEN + #text + REPLY.ENTRY)
+    redis.call("HSET", K.replies, TOKEN, SEQ .. " " .. text)
+    rotate(#TOKEN + #SEQ + #text + REPLY.ENTRY)
     return text
   end
   for n = 1, #held do
@@ -212,35 +206,54 @@ local function remember(res)
     local h = held[n]
     h[1][h[2]], h[1][h[2] + 1] = "1", h[3]
   end
-  redis.call("HSET", K.replies, TOKEN, text)
-  rotate(#TOKEN + #text + REPLY.ENTRY)
+  redis.call("HSET", K.replies, TOKEN, SEQ .. " " .. text)
+  rotate(#TOKEN + #SEQ + #text + REPLY.ENTRY)
   return text
 end
 
--- The remembered reply of a call token, in either generation; nil when none.
-local function remembered(token)
-  local entry = redis.call("HGET", K.replies, token)
+-- The entry "<seq> <text>" of a lane, in either generation; nil when none.
+local function remembered(lane)
+  local entry = redis.call("HGET", K.replies, lane)
   if not entry then
-    entry = redis.call("HGET", K.replies_old, token)
+    entry = redis.call("HGET", K.replies_old, lane)
   end
   return entry
 end
 
+-- A re-sent call's answer from its lane (nil: the call is to run): the text
+-- remembered under its number, or a refusal where the lane has gone on to a
+-- later call.
+local function answered()
+  local entry = remembered(TOKEN)
+  if not entry then
+    return nil
+  end
+  local cut = string.find(entry, " ", 1, true)
+  local seq = cut and string.sub(entry, 1, cut - 1)
+  if seq == SEQ or seq == "+" .. SEQ then
+    -- Written again, so that WAIT / WAITAOF on this connection also covers
+    -- the first execution's writes.
+    redis.call("HSET", K.replies, TOKEN, entry)
+    return string.sub(entry, cut + 1)
+  end
+  local was, asked = tonumber(seq and string.gsub(seq, "^%+", "") or ""), tonumber(SEQ)
+  if was and asked and was > asked then
+    return { "REFUSED", "a stale copy of a call: its lane has answered a later one" }
+  end
+  return nil
+end
+
 local function guard(body)
   WITHHELD, PER_CALL = {}, {}
-  if TOKEN and TOKEN ~= "" and string.byte(ACKS) ~= 43 then -- not a first send ("+")
-    local entry = remembered(TOKEN)
-    if entry then
-      -- Written again, so that WAIT / WAITAOF on this connection also covers
-      -- the first execution's writes.
-      redis.call("HSET", K.replies, TOKEN, entry)
-      return entry
+  if TOKEN and TOKEN ~= "" and string.byte(SEQ) ~= 43 then -- not a first send ("+")
+    local reply = answered()
+    if reply then
+      return reply
     end
   end
   local ok, res = pcall(body)
   if ok then
     if TOKEN then
-      forget(ACKS)
       if TOKEN ~= "" then
         local text = remember(res)
         if not res.ok and #WITHHELD == 0 then
@@ -254,11 +267,6 @@ local function guard(body)
   end
   if type(res) == "table" and res.agentplane_corrupt then
     return { "CORRUPT", res.agentplane_corrupt, printable(res.id), res.detail }
-  end
-  if TOKEN and type(res) == "table" then
-    -- An answer that wrote nothing still takes the acknowledgements it carries:
-    -- the store does not send them again.
-    forget(ACKS)
   end
   if type(res) == "table" and res.agentplane_refused then
     return { "REFUSED", res.agentplane_refused }
