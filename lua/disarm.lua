@@ -20,10 +20,13 @@
 --@include _lib/timers.lua
 
 return guard(function()
-  timer_geometry()
   local tid = enc_pair(ARGV[1], ARGV[2])
   local attrs = redis.call("HGET", K.timer_bucket, tid)
   if not attrs then
+    -- Not in the bucket named: where the client named it by an older geometry,
+    -- the row may have moved (BUCKETS). A row found proves its bucket current,
+    -- since a split moves each row it moves in one step.
+    timer_geometry()
     return words("NONE")
   end
   -- Held (the usual case: a timer is disarmed once its claim is handled), its

@@ -71,6 +71,17 @@ def test_buckets_split_as_timers_are_armed_and_every_timer_stays_found(store, ma
     assert fourth.timers.disarm("x!y", "t") is False  # gone above
     assert fourth.timers.disarm_run("run-0") == 1
     assert store.timers.pending_count() == len(names) + 1 - 40 - 1
+    left = [run for run in names[40:] if run != "run-0"]
+    went = next(run for run in left if g.bucket(run) != Geometry().bucket(run))
+    stayed = next(run for run in left if g.bucket(run) == Geometry().bucket(run))
+    fifth = make(backend.tenant)
+    assert fifth.timers.disarm(went, "t") is True  # not in its old bucket: BUCKETS, found
+    assert fifth.geometry == g
+    sixth = make(backend.tenant)
+    assert sixth.timers.disarm(stayed, "t") is True  # found where the old geometry says
+    assert sixth.geometry == Geometry()  # a row found proves its bucket: no BUCKETS
+    assert sixth.timers.lookup(went, "t") is None  # not found: told BUCKETS, then none
+    assert store.timers.pending_count() == len(names) + 1 - 40 - 1 - 2
     Audit(raw, backend.tenant).timers()
 
 
