@@ -79,7 +79,7 @@ end
 local UNCOUNTED = {}
 local function remember(replies, old, lane, seq, text)
   redis.call("HSET", replies, lane, seq .. " " .. text)
-  local due, bytes = UNCOUNTED[replies], #lane + #seq + #text + 64
+  local due, bytes = UNCOUNTED[replies], #lane + #seq + #text + 80
   if due and due + bytes < 16384 then
     UNCOUNTED[replies] = due + bytes
     return

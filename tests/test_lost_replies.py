@@ -373,8 +373,8 @@ def test_a_closing_store_acknowledges_every_reply_it_received(rig):
 
 
 #: The bytes one generation of remembered replies counts (``lua/_lib/core.lua``): each
-#: entry its lane, its number, its text and 64 for the hash's bookkeeping.
-REPLY_GENERATION_BYTES, REPLY_ENTRY = 1 << 20, 64
+#: entry its lane, its number, its text and 80 for the hash's bookkeeping.
+REPLY_GENERATION_BYTES, REPLY_ENTRY = 1 << 20, 80
 
 
 def test_a_reply_is_remembered_across_a_generation_of_careless_clients(rig):

@@ -74,7 +74,7 @@ local function printable(s)
 end
 
 -- The reply generations' bounds, and the bytes not counted yet (above).
-local REPLY = { GENERATION_BYTES = 1048576, ENTRY = 64, COUNT_EVERY = 16384, UNCOUNTED = {} }
+local REPLY = { GENERATION_BYTES = 1048576, ENTRY = 80, COUNT_EVERY = 16384, UNCOUNTED = {} }
 -- What helpers keep for the length of one call (reset by guard).
 local PER_CALL = {}
 -- Where this call's reply holds payloads, each {t, i}: the "has payload" flag at
