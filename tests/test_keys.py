@@ -154,6 +154,32 @@ def test_lua_and_python_encode_alike(raw, parts, ms):
     assert component(parts[0]).endswith(b" ")
 
 
+LUA_HASH = (
+    "local K = {}\n"
+    + CODEC
+    + expand(lua_root(), "_lib/core.lua")
+    + expand(lua_root(), "_lib/buckets.lua")
+    + """
+local out = {}
+for i = 1, #ARGV do
+  out[i] = string.format("%d", bucket_hash(ARGV[i]))
+end
+return out
+"""
+)
+
+
+@on_a_server(60)
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=8))
+def test_lua_and_python_hash_alike(raw, strings):
+    """bucket_hash in Lua, which reads a string eight bytes a call and its last few in
+    one, gives keys.py's hash of the same bytes, at every length."""
+    from agentplane_redis.keys import bucket_hash
+
+    hashed = raw.eval(LUA_HASH, 0, *strings)
+    assert [int(h) for h in hashed] == [bucket_hash(s) for s in strings]
+
+
 @given(st.text(st.characters(codec="utf-8", exclude_characters="/:{}"), min_size=1, max_size=20))
 def test_every_key_of_a_tenant_lands_in_one_cluster_slot(name):
     """The hash tag puts a tenant's keys, every script's KEYS with them, in one slot."""

@@ -35,9 +35,27 @@ local function bucket_hash(s)
     h = ((h * 131 + g) * 131 + k) % HASH_PRIME
     i = i + 8
   end
-  while i <= n do
-    h = (h * 131 + byte(s, i)) % HASH_PRIME
-    i = i + 1
+  if i <= n then -- the last 1 to 7 bytes, read in one call
+    local a, b, c, d, e, f, g = byte(s, i, n)
+    h = (h * 131 + a) % HASH_PRIME
+    if b then
+      h = (h * 131 + b) % HASH_PRIME
+    end
+    if c then
+      h = (h * 131 + c) % HASH_PRIME
+    end
+    if d then
+      h = (h * 131 + d) % HASH_PRIME
+    end
+    if e then
+      h = (h * 131 + e) % HASH_PRIME
+    end
+    if f then
+      h = (h * 131 + f) % HASH_PRIME
+    end
+    if g then
+      h = (h * 131 + g) % HASH_PRIME
+    end
   end
   return h
 end
