@@ -29,7 +29,8 @@
 -- oldest wait is of any sender and of one key row, in buckets the call named.
 -- Holds the new row for that wait and parks it (park: its election entry goes);
 -- returns the subscription (sub_reply's). Answers false, having written
--- nothing, when no wait is up for the key (the event is buffered), and nil
+-- nothing, when no wait is up for the key (the event is buffered); NEED, having
+-- written nothing, when the call did not name the oldest wait's bucket; and nil
 -- for any other case, which the general election decides.
 local function resumed_usual(event, at)
   local nv = event.nv[1]
@@ -52,7 +53,12 @@ local function resumed_usual(event, at)
   local first, second = wid_ends(wid)
   local run = unescape(string.sub(wid, 1, first - 1))
   local bucket = WAIT.bucket(run)
-  local m = bucket and redis.call("HGET", bucket, wid)
+  if not bucket then
+    -- Its wait bucket was not named (a store that registered none of the
+    -- waits): NEED, as the election would answer, before any more work.
+    need_checked()
+  end
+  local m = redis.call("HGET", bucket, wid)
   -- Of this kind, with this one key row: its attributes' four components, then the row.
   local cut = m and #m - #nv - INSTANT_WIDTH
   if not m or string.sub(m, 1, #kind) ~= kind or string.sub(m, cut + 1) ~= nv .. created then
