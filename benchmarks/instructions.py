@@ -35,11 +35,19 @@ and the rest of its Lua. That needs a server binary with its symbols, as the
 embedded Valkey's has (Debian's redis-server is stripped)::
 
     python benchmarks/instructions.py --split buffer
+
+``--stages`` prints instead what the first call of a delivery from another
+store costs up to each step of ``deliver``'s usual path: the store's call is
+sent to copies of the library, each stopped (refused, nothing written) at a
+later step, and the last one is the library itself, which answers ``NEED``.
+
+    python benchmarks/instructions.py --stages
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shutil
 import subprocess
@@ -344,12 +352,100 @@ def lean_counts(
     return out
 
 
+#: Where ``stages`` stops ``deliver``: each a line of its body in the library's source
+#: and the stop put after it ("" for before the body's first line).
+DELIVER_BODY = (
+    "    local at = instant_arg(ARGV[1])\n    local event = event_args(2)\n"
+    "    local f = event_read(event.eid)\n    if not f then\n"
+)
+STAGES = {
+    "entering deliver's function (keys bound, the guard)": "",
+    "and its arguments read (event_args)": "    local event = event_args(2)\n",
+    "and its row looked up (event_read: none)": "    local f = event_read(event.eid)\n",
+    "and its key's bucket (the hash, the geometry, the named keys)": (
+        "    local h, key = key_bucket(kind .. nv) -- its key bucket\n"
+    ),
+    "and the key's first waits read (WAIT.heads)": (
+        "    local entry, own, any = WAIT.heads(key, h, enc(event.source))\n"
+    ),
+}
+
+
+def stopped(source: str, line: str) -> str:
+    """The library's source with ``refuse`` after ``line`` (or before the deliver
+    body's first line, for ""): a line of ``deliver``'s, found once."""
+    stop = "    refuse('stop')\n"
+    if line == "":
+        return source.replace(DELIVER_BODY, stop + DELIVER_BODY)
+    if line in DELIVER_BODY:
+        return source.replace(DELIVER_BODY, DELIVER_BODY.replace(line, line + stop))
+    if source.count(line) != 1:
+        raise RuntimeError(f"not found once in the library: {line!r}")
+    return source.replace(line, line + stop)
+
+
+def stages(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> list[str]:
+    """The table of ``--stages``: a store that registered none of the waits delivers an
+    event a wait is up for; its first call, kept before it is sent, goes to each
+    stopped copy of the library and to the library, ``n`` times each."""
+    lib = library()
+    if lib.source.count(DELIVER_BODY) != 1:
+        raise RuntimeError("deliver's body is not where --stages stops it")
+    base = 12 * 10**6
+    for i in range(2):
+        store.events.subscribe(wait(base + i), at=at(i))
+    ingress = RedisStore(client, tenant=store.tenant)
+    ingress.events.deliver(event(base + 1), at=at(0))  # learns the geometries
+    kept: list[tuple[Any, ...]] = []
+
+    class Kept(Exception):
+        pass
+
+    def keep(step: Any, tail: tuple[Any, ...], options: Any, again: Any = None) -> Any:
+        kept.append((step.head[1], tail))
+        raise Kept
+
+    ingress._driver._run = keep  # type: ignore[method-assign]
+    with contextlib.suppress(Kept):
+        ingress.events.deliver(event(base), at=at(0))
+    function, tail = kept[0]
+    function = function.decode() if isinstance(function, bytes) else function
+    empty = "redis.register_function('stage_empty', function() return 1 end)"
+    client.function_load(f"#!lua name=agentplane_stage_empty\n{empty}", replace=True)
+    rows = ["| the first call, up to | instructions | times the trivial script |"]
+    rows.append("|---|---:|---:|")
+    trivial = client.script_load(TRIVIAL)
+    one = server.count(lambda: [client.evalsha(trivial, 0) for _ in range(n)]) / n
+    found = {"an empty function, with the same keys and arguments": ("stage_empty", "")}
+    for k, (name, line) in enumerate(STAGES.items()):
+        found[name] = (f"stage{k}", stopped(lib.source, line))
+    found["and the wait's bucket found not named: NEED (the library)"] = ("stage_lib", lib.source)
+    for name, (lib_name, source) in found.items():
+        target = "stage_empty"
+        if source:
+            text = source.replace(f"#!lua name={lib.name}", f"#!lua name=agentplane_{lib_name}", 1)
+            client.function_load(text.replace(f"agentplane_{lib.version}_", f"{lib_name}_"))
+            target = function.replace(f"agentplane_{lib.version}_", f"{lib_name}_")
+
+        def batch(target: str = target) -> None:
+            for i in range(n):  # a first send each, as the store sends it
+                client.fcall(target, *tail[:-1], f"+{i + 1}")
+
+        count = server.count(batch) / n
+        rows.append(f"| {name} | {count:,.0f} | {count / one:.1f} |")
+        client.function_delete(f"agentplane_{lib_name}")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--server", choices=["valkey", "redis"], default="valkey")
     parser.add_argument("--rows", type=int, default=2_000)
     parser.add_argument("--calls", type=int, default=256)
     parser.add_argument("--split", metavar="OPERATION", help="where one operation's go, instead")
+    parser.add_argument(
+        "--stages", action="store_true", help="the first call of an ingress delivery, by step"
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind is not on PATH (apt-get install valgrind)")
@@ -366,6 +462,9 @@ def main() -> None:
         fill(store, args.rows)
         if args.split:
             print("\n".join(split(server, client, store, args.calls, args.split)))
+            return
+        if args.stages:
+            print("\n".join(stages(server, client, store, args.calls)))
             return
         found = counts(server, client, store, args.calls)
         found.update(lean_counts(server, client, store, args.calls))

@@ -307,6 +307,17 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
     assert collector >= 0
     assert all(count > 0 for count in shares.values()), shares
     assert abs(sum(shares.values()) + collector - whole) <= len(shares) + 1, (shares, whole)
+    # an ingress delivery's first call, stopped at each step of deliver's usual path
+    steps = run("instructions.py", "--rows", "150", "--calls", "8", "--stages")
+    counts = [
+        int(line.split(" | ")[1].replace(",", ""))
+        for line in steps.splitlines()
+        if line.startswith("| ") and not line.startswith("| the first call")
+    ]
+    assert len(counts) == 7, steps
+    assert "| and the wait's bucket found not named: NEED (the library) |" in steps
+    assert counts[0] < counts[-1], steps
+    assert counts[1] < counts[-1], steps
 
 
 @pytest.mark.real
