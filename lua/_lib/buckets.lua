@@ -206,14 +206,25 @@ local function key_geometry()
   return g
 end
 
--- Whether key is one of the call's keys after its roles (a set of them made
--- at the first question of a call).
+-- Whether key is one of the call's keys after its roles: looked for among
+-- them where they are few (up to 16, as the usual call names), or in a set of
+-- them made at the first question of a call that names more (a table grown key
+-- by key costs more than a few comparisons of strings Lua holds once each).
 local function named(key)
+  local keys = KEYS
+  local first, last = K.roles + 1, #keys
+  if last - first < 16 then
+    for i = first, last do
+      if keys[i] == key then
+        return true
+      end
+    end
+    return false
+  end
   local set = PER_CALL.named
   if not set then
-    local keys = KEYS
     set = {}
-    for i = K.roles + 1, #keys do
+    for i = first, last do
       set[keys[i]] = true
     end
     PER_CALL.named = set
