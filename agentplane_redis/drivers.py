@@ -383,6 +383,11 @@ class _Driver:
         """A call's reply, as the list it stands for."""
         return codec.reply_list(reply)
 
+    def _answered(self, ticket: Ticket | None) -> None:
+        """A write's reply (or error) arrived: its lane is free for the next call."""
+        if ticket is not None:
+            self._lanes.give(ticket)
+
     def _ticket(self, call: Call, ticket: Ticket | None) -> Ticket | None:
         """The token of a call about to be sent: a resumed call's own, a new one for
         a write, none for a read."""
@@ -624,12 +629,10 @@ class SyncDriver(_Driver):
                     entry = _Suspended(op, args, kwargs, plan, call, ticket)
                     raise self._lost(entry, lost) from lost
                 except Exception:
-                    if ticket is not None:  # answered with an error: the lane is free
-                        self._lanes.give(ticket)
+                    self._answered(ticket)  # with an error
                     raise
-                if ticket is not None:
-                    self._lanes.give(ticket)
-                    ticket = None
+                self._answered(ticket)
+                ticket = None
                 call, first = plan.send(reply), True
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
@@ -853,12 +856,10 @@ class AsyncDriver(_Driver):
                         self._suspend(_Suspended(op, args, kwargs, plan, call, ticket))
                     raise
                 except Exception:
-                    if ticket is not None:  # answered with an error: the lane is free
-                        self._lanes.give(ticket)
+                    self._answered(ticket)  # with an error
                     raise
-                if ticket is not None:
-                    self._lanes.give(ticket)
-                    ticket = None
+                self._answered(ticket)
+                ticket = None
                 call, first = plan.send(reply), True
                 if _cancel_requested():
                     # A cancellation that a step swallowed (redis-py's socket timeout
