@@ -205,6 +205,30 @@ def test_a_writing_call_is_sent_first_marked_and_again_unmarked(backend, monkeyp
     assert b"+" not in read.rstrip(b"\r\n").rpartition(b"\r\n")[2]
 
 
+def test_a_lane_carries_one_call_at_a_time_and_a_forked_child_draws_its_own():
+    """A store's writing calls take lanes: a lane given back is taken again, with a
+    later number; lanes out at once differ; a forked child (its pid not the store's)
+    draws lanes of its own; a closing store forgets the lanes it holds free."""
+    from agentplane_redis.drivers import _Lanes
+
+    lanes = _Lanes()
+    a, b = lanes.take(), lanes.take()
+    assert a[0] != b[0]
+    assert int(b[1]) > int(a[1])
+    lanes.give(a)
+    c = lanes.take()
+    assert c[0] == a[0]
+    assert int(c[1]) > int(b[1])
+    lanes.give(b)
+    lanes.give(c)
+    lanes._pid = -1  # as the store's lanes look from a forked child
+    d = lanes.take()
+    assert d[0] not in (a[0], b[0])
+    lanes.give(d)
+    assert lanes.received() == [d[0]]
+    assert lanes.received() == []
+
+
 def test_every_send_after_a_calls_first_is_unmarked(monkeypatch):
     """A call whose first send ran but whose retry found the library flushed is sent
     again by the ladder once the library is back: unmarked, so it answers the first
