@@ -18,8 +18,9 @@ holding only ``end``, its body indented.
 
 A script whose header names the ``replies`` key is a writing script: it takes
 its store's lane and the call's number on it (the call token) as its last two
-arguments, which the loader binds as ``TOKEN`` and ``SEQ`` and strips from ``ARGV``, so the body
-and its header's ``ARGV[i]`` lines never see them (``lua/_lib/core.lua``).
+arguments, which the loader binds as ``TOKEN`` and ``SEQ`` and strips from
+``ARGV``, so the body and its header's ``ARGV[i]`` lines never see them
+(``lua/_lib/core.lua``).
 """
 
 from __future__ import annotations
@@ -253,7 +254,7 @@ end
 local function entry(op, bind, writes, bucketed)
   return function(keys, args)
     KEYS, K, server_ms = keys, bind(keys), nil
-    if writes then -- the call token, lane and number, comes last
+    if writes then -- the call token, a lane and a number, comes last
       local n = #args
       TOKEN, SEQ = args[n - 1], args[n]
       args[n], args[n - 1] = nil, nil
