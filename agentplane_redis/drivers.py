@@ -607,7 +607,7 @@ class SyncDriver(_Driver):
             send = self._send_on_cluster if self.cluster else self._send
             reply = send(script, tail, confirms)
         if own:
-            self._lanes.give(ticket)  # type: ignore[arg-type]
+            self._answered(ticket)
         return self._received(call, reply)
 
     def call(self, op: Callable[..., Plan[T]], args: Any, kwargs: Any) -> T:
@@ -829,7 +829,7 @@ class AsyncDriver(_Driver):
             send = self._send_on_cluster if self.cluster else self._send
             reply = await send(script, tail, confirms)
         if own:
-            self._lanes.give(ticket)  # type: ignore[arg-type]
+            self._answered(ticket)
         return self._received(call, reply)
 
     async def call(self, op: Callable[..., Plan[T]], args: Any, kwargs: Any) -> T:

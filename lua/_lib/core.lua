@@ -225,18 +225,19 @@ end
 -- later call.
 local function answered()
   local entry = remembered(TOKEN)
-  if not entry then
+  local cut = entry and string.find(entry, " ", 1, true)
+  if not cut then
     return nil
   end
-  local cut = string.find(entry, " ", 1, true)
-  local seq = cut and string.sub(entry, 1, cut - 1)
-  if seq == SEQ or seq == "+" .. SEQ then
+  -- Its number, without a first send's "+".
+  local seq = string.sub(entry, string.byte(entry) == 43 and 2 or 1, cut - 1)
+  if seq == SEQ then
     -- Written again, so that WAIT / WAITAOF on this connection also covers
     -- the first execution's writes.
     redis.call("HSET", K.replies, TOKEN, entry)
     return string.sub(entry, cut + 1)
   end
-  local was, asked = tonumber(seq and string.gsub(seq, "^%+", "") or ""), tonumber(SEQ)
+  local was, asked = tonumber(seq), tonumber(SEQ)
   if was and asked and was > asked then
     return { "REFUSED", "a stale copy of a call: its lane has answered a later one" }
   end
