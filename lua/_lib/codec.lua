@@ -35,16 +35,14 @@ local function enc(s)
 end
 
 -- enc(a) .. enc(b), the usual pair (run and effect, source and id, namespace and
--- value): each checked in one pass, without joining them first. The last pair
--- is remembered with its text, which a call often needs again (a correlation
--- key its arguments and a row both hold).
+-- value). The last pair is remembered with its text, which a call often needs
+-- again (a correlation key its arguments and a row both hold).
 local PAIR_A, PAIR_B, PAIR_TEXT
 local function enc_pair(a, b)
   if a ~= PAIR_A or b ~= PAIR_B then
-    local text
-    if string.find(a, CLEAN) and string.find(b, CLEAN) then
-      text = a .. TERM .. b .. TERM
-    else
+    -- Both clean (CLEAN) in one pass over the pair as it is written.
+    local text = a .. TERM .. b .. TERM
+    if not string.find(text, "^[\34-\255]* [\34-\255]* $") then
       text = enc(a) .. enc(b)
     end
     PAIR_A, PAIR_B, PAIR_TEXT = a, b, text

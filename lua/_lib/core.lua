@@ -74,7 +74,7 @@ local function printable(s)
 end
 
 -- The reply generations' bounds, and the bytes not counted yet (above).
-local REPLY = { GENERATION_BYTES = 1048576, ENTRY = 80, COUNT_EVERY = 16384, UNCOUNTED = {} }
+local REPLY = { GENERATION_BYTES = 1048576, ENTRY = 80, COUNT_EVERY = 16384, UNCOUNTED = {}, WORDS = {} }
 -- What helpers keep for the length of one call (reset by guard).
 local PER_CALL = {}
 -- Where this call's reply holds payloads, each {t, i}: the "has payload" flag at
@@ -149,7 +149,14 @@ end
 -- table, so that remember keeps the reply as a list.
 local function words(a, b)
   if b == nil then
-    return { a, ok = a }
+    -- One word is a script's constant: its reply table, made once, carries the
+    -- text remember keeps (guard never writes into a reply of words).
+    local w = REPLY.WORDS[a]
+    if not w then
+      w = { a, ok = a, text = "*1:" .. (DOLLAR[#a] or dollar(#a)) .. a }
+      REPLY.WORDS[a] = w
+    end
+    return w
   end
   return { a, b, ok = a .. " " .. b }
 end
@@ -245,7 +252,13 @@ local function answered()
 end
 
 local function guard(body)
-  WITHHELD, PER_CALL = {}, {}
+  -- Fresh tables only where the last call filled them.
+  if WITHHELD[1] then
+    WITHHELD = {}
+  end
+  if next(PER_CALL) then
+    PER_CALL = {}
+  end
   if TOKEN and TOKEN ~= "" and string.byte(SEQ) ~= 43 then -- not a first send ("+")
     local reply = answered()
     if reply then
