@@ -394,7 +394,7 @@ def integer(value: object) -> int:
 
 
 def reply_list(reply: Any) -> Any:
-    """A script's reply as the list it stands for: a status line of words split into
+    """A script's reply as the list it stands for: a line of words split into
     them, a writing call's reply sent as the text it remembered (``*<n>:...``) read by
     ``replayed``, an array as it is (``lua/README.md``, "Replies")."""
     if isinstance(reply, (bytes, str)):

@@ -143,10 +143,11 @@ local function serialize(v, out, n)
 end
 
 -- A reply of one or two words (a status, an instant's decimal, a count: never
--- empty, no space, no line end), sent as one status line of the words joined by
--- a space, which costs a client less to read than an array; the client splits it
--- back into the list (agentplane_redis/codec.py, reply_list). The list stays in the
--- table, so that remember keeps the reply as a list.
+-- empty, no space, no line end), answered as one string of the words joined by
+-- a space (its "ok" field, which guard answers), which costs a client less to
+-- read than an array and the server less to send than a status table; the client
+-- splits it back into the list (agentplane_redis/codec.py, reply_list). The list
+-- stays in the table, so that remember keeps the reply as a list.
 local function words(a, b)
   if b == nil then
     -- One word is a script's constant: its reply table, made once, carries the
@@ -267,17 +268,16 @@ local function guard(body)
   end
   local ok, res = pcall(body)
   if ok then
-    if TOKEN then
-      if TOKEN ~= "" then
-        local text = remember(res)
-        if not res.ok and #WITHHELD == 0 then
-          return text
-        end
+    if TOKEN and TOKEN ~= "" then
+      local text = remember(res)
+      if not res.ok and #WITHHELD == 0 then
+        return text
       end
     end
-    -- A body that wrote its reply as text only (res.text, no elements) is
-    -- answered that text, remembered or not.
-    return res[1] == nil and res.text or res
+    -- Words are answered as their line, a string (words); a body that wrote its
+    -- reply as text only (res.text, no elements) is answered that text,
+    -- remembered or not.
+    return res.ok or res[1] == nil and res.text or res
   end
   if type(res) == "table" and res.agentplane_corrupt then
     return { "CORRUPT", res.agentplane_corrupt, printable(res.id), res.detail }
