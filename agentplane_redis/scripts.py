@@ -239,6 +239,20 @@ class LuaLibrary:
     functions: Mapping[str, str]
 
 
+#: The library's first lines: ``string``, ``table`` and ``redis`` as its own upvalues,
+#: so that a helper's ``string.find`` or ``redis.call`` reads a local, not a global
+#: through the environment Redis guards. The load may read no global but ``redis``
+#: (the load's own, which registers the functions), so the first call binds them
+#: (``_ENTRY``), through a function written before they are declared, whose names
+#: are the globals. ``OPS`` holds it, to keep under Lua's 200 locals.
+_LIBRARIES = """local OPS = {
+  libraries = function()
+    return string, table, redis
+  end,
+}
+local string, table, redis = nil, nil, redis"""
+
+
 #: Where each operation's callback starts: the call's keys, token and arguments bound
 #: to the library's upvalues that the helpers read, and the clock read afresh. Each
 #: operation names its keys by role in a table of its own, made once and written
@@ -253,6 +267,9 @@ end
 
 local function entry(op, bind, writes, bucketed)
   return function(keys, args)
+    if not string then
+      string, table, redis = OPS.libraries()
+    end
     KEYS, K, server_ms = keys, bind(keys), nil
     if writes then -- the call token, a lane and a number, comes last
       local n = #args
@@ -339,9 +356,9 @@ def build_library(
     source = "\n\n".join(
         [
             f"#!lua name={prefix}_{_VERSION}",
+            _LIBRARIES,
             "local KEYS, ARGV, K, TOKEN, SEQ, GEO",
             *helpers,
-            "local OPS = {}",
             *ops,
             _ENTRY,
             *registered,

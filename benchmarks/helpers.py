@@ -52,6 +52,11 @@ PIECES = {
 }
 
 
+#: What the library's entry does first: its own string, table and redis bound
+#: (``scripts._LIBRARIES``), which the helpers read.
+BIND = "if not string then string, table, redis = OPS.libraries() end"
+
+
 def source() -> str:
     lib = library()
     body = lib.source.replace(f"#!lua name={lib.name}", "#!lua name=agentplane_helpers", 1)
@@ -83,7 +88,7 @@ local function BY_ROLES(keys, args)
 end
 """
     loops = "\n".join(
-        f"redis.register_function('helper_{i}', function()"
+        f"redis.register_function('helper_{i}', function() {BIND}"
         f" for _ = 1, {RUNS} do {lua} end return 1 end)"
         for i, lua in enumerate(PIECES.values())
     )

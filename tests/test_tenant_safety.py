@@ -209,7 +209,9 @@ def test_a_store_returns_to_its_functions_once_the_library_is_back(
 def tampered(lib: Any) -> str:
     """The library's code with one line more, under the same name and functions: what a
     user allowed FUNCTION LOAD could put in its place."""
-    return lib.source.replace("local OPS = {}", "local OPS = {} -- and a copy of every payload")
+    line = "local KEYS, ARGV, K, TOKEN, SEQ, GEO"
+    assert line in lib.source
+    return lib.source.replace(line, line + " -- and a copy of every payload")
 
 
 def test_a_replaced_library_is_refused_at_start_up_and_by_check(make, raw, backend):

@@ -10,7 +10,6 @@
 -- not bytes. Order comes from sorted sets, or from bytes_lt below.
 
 local TERM = " "
-local ESCAPED = "[%z\1-\33]"
 -- A string none of whose bytes is escaped: every byte in 0x22..0xFF. Anchored,
 -- one pass reads it; a search for an escaped byte instead tries the class
 -- afresh at every position, three times the work.
@@ -31,7 +30,7 @@ local function enc(s)
   if string.find(s, CLEAN) then
     return s .. TERM
   end
-  return (string.gsub(s, ESCAPED, escape_byte)) .. TERM
+  return (string.gsub(s, "[%z\1-\33]", escape_byte)) .. TERM
 end
 
 -- enc(a) .. enc(b), the usual pair (run and effect, source and id, namespace and

@@ -29,7 +29,6 @@
 local E_STATE, E_SOURCE, E_ID, E_KIND, E_RECEIVED = 1, 2, 3, 4, 5
 local E_ACTOR, E_BASIS, E_RUN, E_EFFECT, E_CLAIMED = 6, 7, 8, 9, 10
 local E_REASON, E_ERASED, E_TARGETED, E_KEYS = 11, 12, 13, 14
-local TARGETED_REASON = "the run it was addressed to concluded without consuming it"
 local STATE_OF = { L = "live", H = "held", C = "consumed", D = "dead" }
 local LETTER = { live = "L", held = "H", consumed = "C", dead = "D" }
 -- The row of each state with one correlation key, the usual, read by one match:

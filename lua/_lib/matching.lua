@@ -270,7 +270,7 @@ local function retire_run(run, unanswered, state)
     if not unanswered[c.f[E_EFFECT]] then
       shed(c.eid, c.f)
     elseif c.f[E_TARGETED] == "1" then
-      kill(c.eid, c.f, TARGETED_REASON)
+      kill(c.eid, c.f, "the run it was addressed to concluded without consuming it")
     else
       release(c.eid, c.f)
       released[#released + 1] = event_reply(c.eid, c.f)
