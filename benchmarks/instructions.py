@@ -429,7 +429,7 @@ def stages(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> l
 
         def batch(target: str = target) -> None:
             for i in range(n):  # a first send each, as the store sends it
-                client.fcall(target, *tail[:-1], f"+{i + 1}")
+                client.fcall(target, *tail[:-1], f"{FIRST_SEND}{i + 1}")
 
         count = server.count(batch) / n
         rows.append(f"| {name} | {count:,.0f} | {count / one:.1f} |")

@@ -52,13 +52,9 @@ local function resumed_usual(event, at)
   local created, wid = string.sub(entry, #any + 1, #any + INSTANT_WIDTH), string.sub(entry, #any + INSTANT_WIDTH + 1)
   local first, second = wid_ends(wid)
   local run = unescape(string.sub(wid, 1, first - 1))
-  local bucket = WAIT.bucket(run)
-  if not bucket then
-    -- Its wait bucket was not named (a store that registered none of the
-    -- waits): NEED, as the election would answer, before any more work.
-    need_checked()
-  end
-  local m = redis.call("HGET", bucket, wid)
+  -- Its wait bucket; where the call did not name it (a store that registered
+  -- none of the waits), NEED, as the election would answer, before more work.
+  local m = redis.call("HGET", WAIT.named(run), wid)
   -- Of this kind, with this one key row: its attributes' four components, then the row.
   local cut = m and #m - #nv - INSTANT_WIDTH
   if not m or string.sub(m, 1, #kind) ~= kind or string.sub(m, cut + 1) ~= nv .. created then
