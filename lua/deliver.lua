@@ -54,7 +54,8 @@ local function resumed_usual(event, at)
   local run = unescape(string.sub(wid, 1, first - 1))
   -- Its wait bucket; where the call did not name it (a store that registered
   -- none of the waits), NEED, as the election would answer, before more work.
-  local m = redis.call("HGET", WAIT.named(run), wid)
+  local bucket = WAIT.named(run)
+  local m = redis.call("HGET", bucket, wid)
   -- Of this kind, with this one key row: its attributes' four components, then the row.
   local cut = m and #m - #nv - INSTANT_WIDTH
   if not m or string.sub(m, 1, #kind) ~= kind or string.sub(m, cut + 1) ~= nv .. created then
