@@ -115,6 +115,10 @@ class Server:
         for attempt in range(5):
             if not self.port or attempt:
                 self.port = free_port()
+            if attempt and "--cluster-port" in self.extra:
+                # Its cluster bus port may be what another process took meanwhile.
+                at = self.extra.index("--cluster-port") + 1
+                self.extra = (*self.extra[:at], str(free_port()), *self.extra[at + 1 :])
             if self._spawn(timeout):
                 return self
             self._kill()
@@ -133,14 +137,29 @@ class Server:
             if self.process.poll() is not None:
                 return False
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return True
+                if self._answers_as_itself():
+                    return True
             except OSError:
                 pass
             time.sleep(0.02)
         return False
+
+    def _answers_as_itself(self) -> bool:
+        """Whether the server on the port is ready (PONG, not LOADING) and is this
+        process: another process (a test run in parallel) may have taken a port
+        picked free, and then answers on it."""
+        assert self.process is not None
+        with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+            s.sendall(b"PING\r\nINFO server\r\n")
+            reply = b""
+            while reply.startswith(b"+PONG") or len(reply) < 5:
+                if b"process_id:" in reply and reply.endswith(b"\r\n"):
+                    break
+                chunk = s.recv(65536)
+                if not chunk:
+                    return False
+                reply += chunk
+        return reply.startswith(b"+PONG") and f"process_id:{self.process.pid}\r\n".encode() in reply
 
     def log(self) -> str:
         try:

@@ -738,8 +738,10 @@ def test_running_workers_are_registered_and_leave_when_stopped():
     ttl = timedelta(seconds=HEARTBEAT_S * MISSED_BEATS)
     a.workers.heartbeat("dead:1", {"host": "gone"}, ttl)
     assert [e.worker for e in a.workers.running()] == ["dead:1"]
-    assert a.workers.heartbeat("alive:2", {"host": "here"}, timedelta(milliseconds=1)) == 0
+    # dead:1 beat a moment ago, however slow the machine: not stale within a minute
+    assert a.workers.heartbeat("alive:2", {"host": "here"}, timedelta(minutes=1)) == 0
     time.sleep(0.01)
+    # now 10 ms old, past a 5 ms ttl; alive:2 renews itself before the registry is read
     assert a.workers.heartbeat("alive:2", {"host": "here"}, timedelta(milliseconds=5)) == 1
     assert [e.worker for e in a.workers.running()] == ["alive:2"]
 
