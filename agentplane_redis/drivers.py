@@ -100,7 +100,7 @@ from .server import (
     read_info,
     shared_verifications,
 )
-from .wire import async_wire_for, wire_for
+from .wire import Wire, async_wire_for, wire_for
 
 try:
     from redis._parsers.base import BaseParser
@@ -472,6 +472,9 @@ class SyncDriver(_Driver):
         super().__init__(client, ctx, durability, cluster_patience, functions)
         #: Where calls go packed by the store (``wire.py``); None: through execute_command.
         self._wire = None if self.cluster else wire_for(client)
+        #: On a cluster, a wire on the own client of each master that has served the
+        #: slot, by name (None where that client is not a plain pooled one).
+        self._node_wires: dict[str, Wire | None] = {}
         self.server = self.check(again=False)
 
     def _owner(self) -> tuple[str, Any]:
@@ -525,21 +528,42 @@ class SyncDriver(_Driver):
         assert confirmation is not None
         return owner, confirmation
 
+    def _owner_wire(self) -> Wire | None:
+        """On a cluster: a wire on the own client of the master serving the slot."""
+        name, owner = self._owner()
+        if name not in self._node_wires:
+            self._node_wires[name] = wire_for(owner)
+        return self._node_wires[name]
+
     def _run(
-        self, step: Send, tail: tuple[Any, ...], options: dict[Any, Any], again: Tail = None
+        self,
+        step: Send,
+        tail: tuple[Any, ...],
+        options: dict[Any, Any],
+        again: Tail = None,
+        wire: Wire | None = None,
     ) -> Any:
-        if self._wire is not None:
-            return self._wire.call(step.head, tail, again)
+        if wire is not None:
+            return wire.call(step.head, tail, again)
         return self.client.execute_command(*step.head, *tail, **options)
 
-    def _eval(self, script: LuaScript, tail: tuple[Any, ...], again: Tail = None) -> Any:
-        options = self._options()
+    def _eval(
+        self,
+        script: LuaScript,
+        tail: tuple[Any, ...],
+        again: Tail = None,
+        wire: Wire | None = None,
+    ) -> Any:
+        """The call on ``wire``, or the client's own (None on a cluster: then through
+        execute_command, unless a wire is given)."""
+        wire = wire or self._wire
+        options = {} if wire is not None else self._options()
         sends = _Sends(tail, again)
         try:
             return self._climb(
                 self.ladder.call(self.where(), script),
                 self._admin_target(),
-                lambda step: self._run(step, sends.next(), options, again),
+                lambda step: self._run(step, sends.next(), options, again, wire),
             )
         except ResponseError as error:
             _raise_server_error(error)
@@ -568,12 +592,27 @@ class SyncDriver(_Driver):
 
     def _send_first(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         """A call's first send on the wire, marked so (``first_send``); redis-py
-        re-sends it unmarked."""
+        re-sends it unmarked, as does a cluster's next try."""
+        if self.cluster:
+            return self._send_on_cluster(script, tail, False, marked=True)
         return self._eval(script, first_send(tail), again=tail)
 
-    def _send_on_cluster(self, script: LuaScript, tail: tuple[Any, ...], confirms: bool) -> Any:
+    def _send_on_cluster(
+        self, script: LuaScript, tail: tuple[Any, ...], confirms: bool, marked: bool = False
+    ) -> Any:
+        """The call on the slot owner: its first try on the owner's wire (``marked``:
+        as a first send), where the call is not confirmed and the owner's client
+        takes one; every later try through ``RedisCluster``, which follows an ASK
+        or a MOVED and retries a lost connection on its own, unmarked."""
+        wired = not confirms
         for pause in pauses(self.patience):
             try:
+                wire = self._owner_wire() if wired else None
+                wired = False
+                if wire is not None:
+                    if marked:
+                        return self._eval(script, first_send(tail), again=tail, wire=wire)
+                    return self._eval(script, tail, wire=wire)
                 return self._send(script, tail, confirms)
             except AuthenticationError:
                 raise
@@ -601,7 +640,8 @@ class SyncDriver(_Driver):
         tail = self._command(call, ticket)
         script = self.scripts[call.script]
         confirms = self._confirms(call)
-        if first and ticket is not None and self._wire is not None and not confirms:
+        wired = self.cluster or self._wire is not None
+        if first and ticket is not None and wired and not confirms:
             reply = self._send_first(script, tail)
         else:
             send = self._send_on_cluster if self.cluster else self._send

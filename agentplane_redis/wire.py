@@ -15,9 +15,11 @@ reply is read undecoded, as the driver asks of ``execute_command``.
 redis-py's own command metrics (OpenTelemetry) do not see these calls.
 
 A client this does not fit (a single-connection client, client-side caching,
-redis-py before 6.0, whose failure handling differs, a cluster, anything that
-is neither a ``redis.Redis`` nor a ``redis.asyncio.Redis``) keeps
-``execute_command``: ``wire_for`` and ``async_wire_for`` answer None.
+redis-py before 6.0, whose failure handling differs, a cluster client, anything
+that is neither a ``redis.Redis`` nor a ``redis.asyncio.Redis``) keeps
+``execute_command``: ``wire_for`` and ``async_wire_for`` answer None. On a
+cluster the sync driver asks ``wire_for`` of the slot owner's own client, a
+plain ``redis.Redis`` that the cluster client keeps for that master.
 """
 
 from __future__ import annotations

@@ -86,8 +86,9 @@ def _life(store: Any) -> None:
 
 
 def test_a_store_sends_its_calls_on_the_wire(backend, monkeypatch):
-    """On a single server every call of a store goes through its wire; on a cluster,
-    none (redis-py routes them)."""
+    """On a single server every call of a store goes through its wire; on a cluster
+    a sync store's go through a wire on the slot owner's own client (a try after
+    a failed one goes through RedisCluster), an async store's through redis-py."""
     sent: list[bytes] = []
     kind = AsyncWire if backend.flavour == "async" else Wire
     real = kind.send
@@ -101,6 +102,7 @@ def test_a_store_sends_its_calls_on_the_wire(backend, monkeypatch):
     _life(store)
     if backend.cluster:
         assert store._driver._wire is None
+    if backend.cluster and backend.flavour == "async":
         assert sent == []
     else:
         assert len(sent) >= 4  # buffer, wait, arm, claim_due
@@ -193,7 +195,8 @@ def test_a_writing_call_is_sent_first_marked_and_again_unmarked(backend, monkeyp
     store = backend.make(backend.tenant)
     store.timers.arm(timer("r", "t", 0))
     assert store.timers.pending_count() == 1
-    if backend.cluster:  # redis-py sends them, and re-sends them as they are: unmarked
+    if backend.cluster and backend.flavour == "async":
+        # redis-py sends them, and re-sends them as they are: unmarked
         assert sends == []
         return
     (first, again), (read, none) = sends[-2:]
@@ -238,10 +241,10 @@ def test_every_send_after_a_calls_first_is_unmarked(monkeypatch):
     real, tails = driver._run, []
 
     def flushed_after_first(
-        step: Any, tail: tuple[Any, ...], options: Any, again: Any = None
+        step: Any, tail: tuple[Any, ...], options: Any, again: Any = None, wire: Any = None
     ) -> Any:
         tails.append(tail[-1])
-        reply = real(step, tail, options, again)
+        reply = real(step, tail, options, again, wire)
         if len(tails) == 1:  # it ran; the retry of its lost reply met a flushed library
             raise redis.ResponseError("Function not found")
         return reply
@@ -417,3 +420,49 @@ def test_a_forked_process_uses_a_connection_of_its_own(single):
     assert all(answers)
     assert store.events.stats().live == 400
     client.close()
+
+
+@pytest.fixture(params=["redis7-cluster", "valkey8-cluster"])
+def cluster_url(request: pytest.FixtureRequest, servers: Any) -> Any:
+    """A real cluster of the session: a node's URL."""
+    if request.param not in request.config.getoption("--backends").split(","):
+        pytest.skip(f"{request.param} not selected")
+    return servers.get(request.param).url
+
+
+def test_on_a_cluster_a_try_after_a_lost_reply_goes_through_redis_cluster(cluster_url, monkeypatch):
+    """A sync store on a cluster sends a writing call first on the slot owner's wire,
+    marked; where its reply is lost after it ran, the next try goes through
+    RedisCluster unmarked and answers the first execution's reply, and the calls
+    after it take the wire again."""
+    client = redis.RedisCluster.from_url(cluster_url)
+    store = RedisStore(client, tenant=_tenant())
+    real_send, real_execute = Wire.send, client.execute_command
+    wired: list[bytes] = []
+    executed: list[tuple[Any, ...]] = []
+
+    def lost_once(self: Wire, packed: bytes, again: Any = None) -> Any:
+        wired.append(packed)
+        reply = real_send(self, packed, again)
+        if len(wired) == 1:
+            raise redis.ConnectionError("the reply was lost")  # after the call ran
+        return reply
+
+    def recorded(*args: Any, **options: Any) -> Any:
+        if args and args[0] == "FCALL":
+            executed.append(args)
+        return real_execute(*args, **options)
+
+    monkeypatch.setattr(Wire, "send", lost_once)
+    monkeypatch.setattr(client, "execute_command", recorded)
+    try:
+        assert store.timers.arm(timer("r", "t", 0)) is True  # not SEEN: it ran once
+        number = wired[0].rstrip(b"\r\n").rpartition(b"\r\n")[2]
+        assert number.startswith(b"+")
+        assert len(executed) == 1
+        assert str(executed[0][-1]) == number[1:].decode()
+        assert store.timers.pending_count() == 1
+        assert len(wired) == 2  # the read took the wire again
+        assert len(executed) == 1
+    finally:
+        client.close()
