@@ -401,7 +401,7 @@ def stages(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> l
     class Kept(Exception):
         pass
 
-    def keep(step: Any, tail: tuple[Any, ...], options: Any, again: Any = None) -> Any:
+    def keep(step: Any, tail: tuple[Any, ...], *_: Any) -> Any:
         kept.append((step.head[1], tail))
         raise Kept
 
