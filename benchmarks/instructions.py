@@ -14,8 +14,8 @@ reply), and nothing the client does.
 
 Beside the library, the same event lives run through ``lean.py``'s lean
 functions (the library's commands on its layout, with the least Lua their path
-needs) and through ``floor.py``'s sketches (the fewest commands, checking
-nothing), on their layout for few commands and again on the compact one.
+needs) and through ``floor.py``'s sketches (as many commands, checking
+nothing), on their tenant-wide layout and again on the compact one.
 
 Server time on a shared machine moves by a third from one run to the next;
 the counts repeat to within about 1 %, so two versions of the code compare in
@@ -312,8 +312,8 @@ def split(server: Counted, client: redis.Redis, store: RedisStore, n: int, op: s
 
 
 def sketch_counts(server: Counted, client: redis.Redis, n: int, rows: int) -> dict[str, float]:
-    """The same life cycles through ``floor.py``'s sketches (the fewest commands on a
-    layout chosen for few commands, checking nothing), with call tokens; the event's
+    """The same life cycles through ``floor.py``'s sketches (the commands of each path
+    on a tenant-wide layout, checking nothing), with call tokens; the event's
     life again on the compact layout (``floor.compact_keys``)."""
 
     def per_call(_: redis.Redis, batch: Callable[[], Any]) -> tuple[float, int]:

@@ -14,8 +14,8 @@ Runs, one after another on a throwaway server each:
   4-process trivial-script ceiling;
 * ``contention.py``: 8 processes claiming on one hot correlation key, against
   a WATCH/MULTI claim;
-* ``floor.py``: the targets next to the fewest entries per item and a sketch
-  of the life cycles with the fewest commands, measured on the same server;
+* ``floor.py``: the targets next to the fewest entries per item and sketches
+  of the life cycles that check nothing, measured on the same server;
 * ``helpers.py``: the Lua work inside a step, the library's helpers timed in
   loops (reading, checking and writing rows);
 * ``replies.py``: what reading each reply shape costs the client, as an array
