@@ -100,7 +100,7 @@ from .server import (
     read_info,
     shared_verifications,
 )
-from .wire import Wire, async_wire_for, wire_for
+from .wire import AsyncWire, Wire, async_wire_for, wire_for
 
 try:
     from redis._parsers.base import BaseParser
@@ -710,6 +710,9 @@ class AsyncDriver(_Driver):
         self._owners: dict[str, Any] = {}
         #: Where calls go packed by the store (``wire.py``); None: through execute_command.
         self._wire = None if self.cluster else async_wire_for(client)
+        #: On a cluster, a wire on the store's own client of each master that has
+        #: served the slot, by name.
+        self._node_wires: dict[str, AsyncWire | None] = {}
 
     def _owner(self) -> tuple[str, Any]:
         """On a cluster: the name and a plain client of the master serving the slot."""
@@ -727,7 +730,7 @@ class AsyncDriver(_Driver):
 
     async def close(self) -> None:
         """Closes the plain clients of the cluster's masters (the store's own)."""
-        owners, self._owners = self._owners, {}
+        owners, self._owners, self._node_wires = self._owners, {}, {}
         for plain in owners.values():
             await plain.aclose()
 
@@ -784,21 +787,41 @@ class AsyncDriver(_Driver):
         assert confirmation is not None
         return owner, confirmation
 
+    def _owner_wire(self) -> AsyncWire | None:
+        """On a cluster: a wire on the store's own client of the slot's master."""
+        name, owner = self._owner()
+        if name not in self._node_wires:
+            self._node_wires[name] = async_wire_for(owner)
+        return self._node_wires[name]
+
     async def _run(
-        self, step: Send, tail: tuple[Any, ...], options: dict[Any, Any], again: Tail = None
+        self,
+        step: Send,
+        tail: tuple[Any, ...],
+        options: dict[Any, Any],
+        again: Tail = None,
+        wire: AsyncWire | None = None,
     ) -> Any:
-        if self._wire is not None:
-            return await self._wire.call(step.head, tail, again)
+        if wire is not None:
+            return await wire.call(step.head, tail, again)
         return await self.client.execute_command(*step.head, *tail, **options)
 
-    async def _eval(self, script: LuaScript, tail: tuple[Any, ...], again: Tail = None) -> Any:
-        options = self._options()
+    async def _eval(
+        self,
+        script: LuaScript,
+        tail: tuple[Any, ...],
+        again: Tail = None,
+        wire: AsyncWire | None = None,
+    ) -> Any:
+        """The call on ``wire``, or the client's own (see SyncDriver._eval)."""
+        wire = wire or self._wire
+        options = {} if wire is not None else self._options()
         sends = _Sends(tail, again)
         try:
             return await self._climb(
                 self.ladder.call(self.where(), script),
                 self._admin_target(),
-                lambda step: self._run(step, sends.next(), options, again),
+                lambda step: self._run(step, sends.next(), options, again, wire),
             )
         except ResponseError as error:
             _raise_server_error(error)
@@ -826,14 +849,24 @@ class AsyncDriver(_Driver):
 
     async def _send_first(self, script: LuaScript, tail: tuple[Any, ...]) -> Any:
         """A call's first send on the wire, marked so (``first_send``); redis-py
-        re-sends it unmarked."""
+        re-sends it unmarked, as does a cluster's next try."""
+        if self.cluster:
+            return await self._send_on_cluster(script, tail, False, marked=True)
         return await self._eval(script, first_send(tail), again=tail)
 
     async def _send_on_cluster(
-        self, script: LuaScript, tail: tuple[Any, ...], confirms: bool
+        self, script: LuaScript, tail: tuple[Any, ...], confirms: bool, marked: bool = False
     ) -> Any:
+        """The call on the slot owner (see SyncDriver._send_on_cluster)."""
+        wired = not confirms
         for pause in pauses(self.patience):
             try:
+                wire = self._owner_wire() if wired else None
+                wired = False
+                if wire is not None:
+                    if marked:
+                        return await self._eval(script, first_send(tail), again=tail, wire=wire)
+                    return await self._eval(script, tail, wire=wire)
                 return await self._send(script, tail, confirms)
             except AuthenticationError:
                 raise
@@ -863,7 +896,8 @@ class AsyncDriver(_Driver):
         tail = self._command(call, ticket)
         script = self.scripts[call.script]
         confirms = self._confirms(call)
-        if first and ticket is not None and self._wire is not None and not confirms:
+        wired = self.cluster or self._wire is not None
+        if first and ticket is not None and wired and not confirms:
             reply = await self._send_first(script, tail)
         else:
             send = self._send_on_cluster if self.cluster else self._send

@@ -18,8 +18,9 @@ A client this does not fit (a single-connection client, client-side caching,
 redis-py before 6.0, whose failure handling differs, a cluster client, anything
 that is neither a ``redis.Redis`` nor a ``redis.asyncio.Redis``) keeps
 ``execute_command``: ``wire_for`` and ``async_wire_for`` answer None. On a
-cluster the sync driver asks ``wire_for`` of the slot owner's own client, a
-plain ``redis.Redis`` that the cluster client keeps for that master.
+cluster the driver asks for a wire on a plain client of the slot's master:
+the ``redis.Redis`` the sync cluster client keeps for it, or the store's own
+``redis.asyncio.Redis`` of it.
 """
 
 from __future__ import annotations
