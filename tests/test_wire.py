@@ -423,6 +423,22 @@ def cluster_url(request: pytest.FixtureRequest, servers: Any) -> Any:
     return servers.get(request.param).url
 
 
+def _retried_through_the_cluster(
+    store: Any, wired: list[bytes], executed: list[tuple[Any, ...]]
+) -> None:
+    """An arm whose first send (on the wire, marked) lost its reply after it ran:
+    sent again through RedisCluster, unmarked, it answers the first execution's
+    reply; the next call takes the wire again."""
+    assert store.timers.arm(timer("r", "t", 0)) is True  # not SEEN: it ran once
+    number = wired[0].rstrip(b"\r\n").rpartition(b"\r\n")[2]
+    assert number.startswith(b"+")
+    assert len(executed) == 1
+    assert str(executed[0][-1]) == number[1:].decode()
+    assert store.timers.pending_count() == 1
+    assert len(wired) == 2
+    assert len(executed) == 1
+
+
 def test_on_a_cluster_a_try_after_a_lost_reply_goes_through_redis_cluster(cluster_url, monkeypatch):
     """A sync store on a cluster sends a writing call first on the slot owner's wire,
     marked; where its reply is lost after it ran, the next try goes through
@@ -449,14 +465,7 @@ def test_on_a_cluster_a_try_after_a_lost_reply_goes_through_redis_cluster(cluste
     monkeypatch.setattr(Wire, "send", lost_once)
     monkeypatch.setattr(client, "execute_command", recorded)
     try:
-        assert store.timers.arm(timer("r", "t", 0)) is True  # not SEEN: it ran once
-        number = wired[0].rstrip(b"\r\n").rpartition(b"\r\n")[2]
-        assert number.startswith(b"+")
-        assert len(executed) == 1
-        assert str(executed[0][-1]) == number[1:].decode()
-        assert store.timers.pending_count() == 1
-        assert len(wired) == 2  # the read took the wire again
-        assert len(executed) == 1
+        _retried_through_the_cluster(store, wired, executed)
     finally:
         client.close()
 
@@ -489,14 +498,7 @@ def test_on_a_cluster_an_async_store_s_try_after_a_lost_reply_goes_through_redis
     monkeypatch.setattr(AsyncWire, "send", lost_once)
     monkeypatch.setattr(client, "execute_command", recorded)
     try:
-        assert store.timers.arm(timer("r", "t", 0)) is True  # not SEEN: it ran once
-        number = wired[0].rstrip(b"\r\n").rpartition(b"\r\n")[2]
-        assert number.startswith(b"+")
-        assert len(executed) == 1
-        assert str(executed[0][-1]) == number[1:].decode()
-        assert store.timers.pending_count() == 1
-        assert len(wired) == 2  # the read took the wire again
-        assert len(executed) == 1
+        _retried_through_the_cluster(store, wired, executed)
     finally:
         loop.run_until_complete(astore.close_connection())
         loop.close()
