@@ -152,9 +152,9 @@ class Server:
         with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
             s.sendall(b"PING\r\nINFO server\r\n")
             reply = b""
-            while reply.startswith(b"+PONG") or len(reply) < 5:
-                if b"process_id:" in reply and reply.endswith(b"\r\n"):
-                    break
+            while b"process_id:" not in reply or not reply.endswith(b"\r\n"):
+                if reply[:1] == b"-":  # LOADING, or another error: not ready
+                    return False
                 chunk = s.recv(65536)
                 if not chunk:
                     return False
