@@ -112,9 +112,14 @@ def shot(browser: Any, name: str) -> None:
 
 
 def live_count(browser: Any) -> str:
-    from selenium.webdriver.common.by import By
-
-    return str(browser.find_element(By.CSS_SELECTOR, 'tr[data-tenant="acme"] td.live').text)
+    """The acme row's live count, read in one step: the overview swaps its
+    rows on every refresh, so a found element can go stale before it is read."""
+    cell = browser.execute_script(
+        "const c = document.querySelector('tr[data-tenant=\"acme\"] td.live');"
+        " return c ? c.textContent.trim() : null;"
+    )
+    assert cell is not None, "no live cell for acme on the overview"
+    return str(cell)
 
 
 def test_the_overview_updates_when_events_arrive(browser, served):
