@@ -157,6 +157,12 @@ class Context:
     _key_runs: OrderedDict[tuple[str, str, str], str] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
+    #: Whether a delivery that knows no likely winner reads the election's heads
+    #: first (``election_heads``), and how many ``NEED`` replies have named wait
+    #: buckets: the read costs a call where nobody waits, and saves the ``NEED``
+    #: and its call where somebody registered elsewhere does, so a delivery reads
+    #: the heads while the last such delivery found a wait (``heads_met``).
+    _heads: list[int] = field(default_factory=lambda: [0, 0], init=False, repr=False, compare=False)
 
     #: Per time bucket family (its suffix): the span exponent as the server last
     #: gave it (a ``NEED`` reply), and the starts of buckets the server named, sorted
@@ -180,6 +186,11 @@ class Context:
     @property
     def wait_geometry(self) -> Geometry:
         return self._wait_geometry[0]
+
+    @property
+    def wait_needs(self) -> int:
+        """How many ``NEED`` replies have named wait buckets."""
+        return self._heads[1]
 
     def time_now(self, family: TimeFamily, at: Arg = "") -> list[str]:
         """The bucket of ``family`` a member of instant ``at`` (ms, a script's
@@ -236,6 +247,21 @@ class Context:
             self._key_runs.get((kind, pairs[i], pairs[i + 1])) for i in range(0, len(pairs), 2)
         )
         return [run for run in found if run is not None]
+
+    def learn_key_geometry(self, learned: Geometry) -> None:
+        """Takes the key buckets' geometry the server answered."""
+        self._key_geometry[0] = learned
+
+    def reads_heads(self) -> bool:
+        """Whether a delivery that knows no likely winner reads the election first."""
+        return bool(self._heads[0])
+
+    def heads_met(self, read: bool, runs: Sequence[str], needs: int) -> None:
+        """After a delivery that knew no likely winner: whether the next one reads
+        the election first. It does while a read found a wait, or a delivery that
+        did not read was answered ``NEED`` for a wait bucket (``needs``: the count
+        before it)."""
+        self._heads[0] = int(bool(runs) if read else self._heads[1] > needs)
 
     def remembered_waits(
         self, run: str, effect: str | None = None
@@ -322,6 +348,7 @@ class Context:
                         needed.add(int(item))
                     elif item[:1] == "W":
                         needed_waits.add(int(item[1:]))
+                        self._heads[1] += 1
                     for family in TIME_FAMILIES:
                         if item[:1] == family.letter:
                             times.append(self.keys.time_bucket(family.suffix, item[1:]))
@@ -534,18 +561,41 @@ def wait(
     return (yield from _claim(ctx, reply))
 
 
+def _winners(ctx: Context, kind: str, pairs: Sequence[str]) -> Plan[tuple[list[str], bool]]:
+    """The runs whose wait buckets a delivery of an event of ``kind`` with these
+    keys (namespace, value, ...) names, and whether it read the election for them:
+    the runs of the waits this store registered under the keys (``likely_runs``);
+    where there are none, and the last delivery like it met a wait
+    (``reads_heads``), those of the waits first up for election there."""
+    likely = ctx.likely_runs(kind, pairs)
+    if likely or not ctx.reads_heads():
+        return likely, False
+    g = ctx.key_geometry
+    hashes, buckets = [], []
+    for i in range(0, len(pairs), 2):
+        h = key_hash(kind, pairs[i], pairs[i + 1])
+        hashes.append(f"{h:08x}")
+        buckets.append(ctx.keys.key_bucket(g.bucket_of(h)))
+    reply = yield ctx.call("election_heads", [g.text(), *hashes], more=buckets)
+    if text(reply[0]) == "BUCKETS":  # the delivery then names the new geometry's buckets
+        ctx.learn_key_geometry(Geometry.parse(text(reply[1])))
+        return [], True
+    runs = [split_components(codec.raw(wid))[0] for wid in reply[1:]]
+    return list(dict.fromkeys(runs)), True
+
+
 def match_waiter(
     ctx: Context, event: InboundEvent, *, at: datetime | None = None
 ) -> Plan[Subscription | None]:
     """Offer the stored live event to the oldest eligible wait; the winner, or None."""
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
+    likely, read = yield from _winners(ctx, args[2], args[6:])
+    needs = ctx.wait_needs
     reply = yield from ctx.keyed(
-        "match_waiter",
-        [ctx.at("at", at), args[0], args[1]],
-        args[2],
-        args[6:],
-        waits=ctx.likely_runs(args[2], args[6:]),
+        "match_waiter", [ctx.at("at", at), args[0], args[1]], args[2], args[6:], waits=likely
     )
+    if read or not likely:
+        ctx.heads_met(read, likely, needs)
     if codec.check_status(reply) == "MATCHED":
         return codec.subscription_reply(reply[2])
     return None
@@ -557,8 +607,11 @@ def deliver(
     """buffer, then match_waiter, in one step."""
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
     call_args = [ctx.at("at", at), *args]
-    likely = ctx.likely_runs(args[2], args[6:])
+    likely, read = yield from _winners(ctx, args[2], args[6:])
+    needs = ctx.wait_needs
     reply = yield from ctx.keyed("deliver", call_args, args[2], args[6:], split=True, waits=likely)
+    if read or not likely:
+        ctx.heads_met(read, likely, needs)
     status = codec.check_status(reply)
     if status == "RESUMED":
         return Resumed(codec.subscription_reply(reply[2]))

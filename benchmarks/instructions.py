@@ -223,10 +223,15 @@ def operations(client: redis.Redis, store: RedisStore, n: int) -> dict[str, Call
         store.events.subscribe(wait(base + 4 * n + i), at=at(i))  # each will get nothing
         store.events.subscribe(wait(base + 5 * n + i), at=at(i))  # each another store resumes
     # A store of its own, as an ingress process has: it registered none of the
-    # waits, so its delivery cannot name the winner's wait bucket (NEED, then
-    # again). One delivery first, so that it knows the tenant's geometries.
+    # waits, so its delivery cannot name the winner's wait bucket. Its first
+    # delivery to a wait is answered NEED and sent again; from then on each reads
+    # the election's first waits (election_heads) and names their buckets. Two
+    # deliveries first: one that learns the tenant's geometries, one that meets
+    # a wait.
     ingress = RedisStore(client, tenant=store.tenant)
     ingress.events.deliver(event(base + 6 * n), at=at(0))
+    store.events.subscribe(wait(base + 6 * n + 2), at=at(0))
+    ingress.events.deliver(event(base + 6 * n + 2), at=at(0))
 
     def each(call: Callable[[int], Any]) -> Callable[[], Any]:
         return lambda: [call(i) for i in range(n)]
@@ -245,7 +250,7 @@ def operations(client: redis.Redis, store: RedisStore, n: int) -> dict[str, Call
     return {
         "trivial script": each(lambda i: client.evalsha(trivial, 0)),
         "deliver": each(lambda i: store.events.deliver(event(base + i), at=at(i))),
-        "deliver from another store (it names no wait bucket: NEED, and again)": each(
+        "deliver from another store (it names no wait bucket: it reads the election first)": each(
             lambda i: ingress.events.deliver(event(base + 5 * n + i), at=at(i))
         ),
         "claim_for": each(lambda i: store.events.claim_for(wait(base + i), at=at(i))),

@@ -287,7 +287,7 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
         "| trivial script |",
         "| event life |",
         "| timer life, completed by disarm_many |",
-        "| deliver from another store (it names no wait bucket: NEED, and again) |",
+        "| deliver from another store (it names no wait bucket: it reads the election first) |",
         "| sketch: timer life |",
         "| sketch, compact layout: event life |",
         "| lean, the library's layout: event life |",

@@ -421,3 +421,62 @@ def test_the_registration_order_keeps_its_key_rows_in_time_buckets(store, make, 
         ("r18", "18"),
     ]
     assert len(listed) == 26
+
+
+def test_a_store_that_knows_no_winner_reads_the_election_while_that_finds_waits(
+    store, make, raw, backend, monkeypatch
+):
+    """A store that registered none of the waits (an ingress process) cannot name
+    the winner's wait bucket: its delivery is answered NEED and sent again. Once
+    that happened, its next delivery reads the election's first waits
+    (election_heads) and names their buckets, so the winner is resumed at the
+    first call; a read that finds nobody waiting ends the reading."""
+    from agentplane_redis import Buffered, ops
+
+    for i in range(3):
+        store.events.subscribe(sub(f"r{i}", "w", f"k/{i}"), at=at(i))
+    ingress = make(backend.tenant)
+    ingress.events.buffer(ev("warm", "k/none"), at=at(5))  # it learns the geometries
+    called: list[str] = []
+    real = ops.Context.call
+
+    def spy(self: ops.Context, script: str, *args: object, **kwargs: object) -> ops.Call:
+        called.append(script)
+        return real(self, script, *args, **kwargs)
+
+    monkeypatch.setattr(ops.Context, "call", spy)
+
+    def delivered(event_id: str, key: str, n: int) -> object:
+        called.clear()
+        return ingress.events.deliver(ev(event_id, key), at=at(10 + n))
+
+    assert delivered("e0", "k/0", 0).subscription.run == "r0"
+    assert called == ["deliver", "deliver"]  # NEED for the winner's wait bucket
+    assert delivered("e1", "k/1", 1).subscription.run == "r1"
+    assert called == ["election_heads", "deliver"]
+    assert isinstance(delivered("e9", "k/9", 2), Buffered)  # nobody waits on k/9
+    assert called == ["election_heads", "deliver"]
+    assert delivered("e2", "k/2", 3).subscription.run == "r2"
+    assert called == ["deliver", "deliver"]  # it read nobody last time: NEED again
+    # A store that registered the wait names its bucket without reading.
+    store.events.subscribe(sub("r3", "w", "k/3"), at=at(20))
+    called.clear()
+    assert store.events.deliver(ev("e3", "k/3"), at=at(21)).subscription.run == "r3"
+    assert called == ["deliver"]
+    Audit(raw, backend.tenant).run()
+
+
+def test_the_election_read_answers_the_key_geometry_where_the_call_had_another(raw, backend):
+    """election_heads reads nothing where the client computed its key buckets with
+    another geometry than the tenant's: it answers that geometry (BUCKETS)."""
+    from agentplane_redis import RedisStore, codec
+
+    store = RedisStore(raw, tenant=backend.tenant)
+    driver = store._driver
+    h = key_hash("paid", "k", "0")
+    bucket = store.keys.key_bucket(Geometry().bucket_of(h))
+    store.events.subscribe(sub("r0", "w", "k/0"), at=at(0))
+    found = driver.execute(driver.ctx.call("election_heads", ["0 0", f"{h:08x}"], more=[bucket]))
+    assert [codec.text(x) for x in found] == ["OK", "r0 w "]
+    stale = driver.execute(driver.ctx.call("election_heads", ["3 1", f"{h:08x}"], more=[bucket]))
+    assert [codec.text(x) for x in stale] == ["BUCKETS", "0 0"]
