@@ -580,8 +580,13 @@ def _winners(ctx: Context, kind: str, pairs: Sequence[str]) -> Plan[tuple[list[s
     if text(reply[0]) == "BUCKETS":  # the delivery then names the new geometry's buckets
         ctx.learn_key_geometry(Geometry.parse(text(reply[1])))
         return [], True
-    runs = [split_components(codec.raw(wid))[0] for wid in reply[1:]]
-    return list(dict.fromkeys(runs)), True
+    runs: dict[str, None] = {}
+    for wid in reply[1:]:
+        try:
+            runs[split_components(codec.raw(wid))[0]] = None
+        except (ValueError, IndexError):  # a hint only: the delivery reports what is corrupt
+            continue
+    return list(runs), True
 
 
 def match_waiter(

@@ -480,3 +480,23 @@ def test_the_election_read_answers_the_key_geometry_where_the_call_had_another(r
     assert [codec.text(x) for x in found] == ["OK", "r0 w "]
     stale = driver.execute(driver.ctx.call("election_heads", ["3 1", f"{h:08x}"], more=[bucket]))
     assert [codec.text(x) for x in stale] == ["BUCKETS", "0 0"]
+
+
+def test_a_corrupt_entry_the_election_read_finds_is_reported_by_the_delivery(
+    store, make, raw, backend
+):
+    """The read before an ingress delivery is a hint: an election entry it cannot
+    decode names no bucket, and the delivery reports the corruption (CorruptRow)."""
+    import pytest
+
+    from agentplane_redis import CorruptRow
+
+    store.events.subscribe(sub("r0", "w", "k/0"), at=at(0))
+    store.events.subscribe(sub("r1", "w", "k/1"), at=at(1))
+    ingress = make(backend.tenant)
+    assert ingress.events.deliver(ev("e0", "k/0"), at=at(5)).subscription.run == "r0"
+    h = key_hash("paid", "k", "1")
+    bucket = store.keys.key_bucket(key_geometry(raw, store).bucket_of(h))
+    raw.zadd(bucket, {f"{h:08x}~ 1001767225600000!".encode(): 0})  # before r1's, no wid
+    with pytest.raises(CorruptRow):
+        ingress.events.deliver(ev("e1", "k/1"), at=at(6))
