@@ -153,7 +153,8 @@ class Context:
     )
     #: The run of the wait this store registered last under each (kind, namespace,
     #: value), so that a delivery names its wait bucket at once (a hint: an
-    #: election won by a wait registered elsewhere costs a ``NEED`` and a call more).
+    #: election won by a wait registered elsewhere costs a read of the election
+    #: first, or a ``NEED`` and a call more: ``_heads``).
     _key_runs: OrderedDict[tuple[str, str, str], str] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
