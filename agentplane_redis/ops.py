@@ -562,15 +562,22 @@ def wait(
     return (yield from _claim(ctx, reply))
 
 
-def _winners(ctx: Context, kind: str, pairs: Sequence[str]) -> Plan[tuple[list[str], bool]]:
-    """The runs whose wait buckets a delivery of an event of ``kind`` with these
-    keys (namespace, value, ...) names, and whether it read the election for them:
-    the runs of the waits this store registered under the keys (``likely_runs``);
-    where there are none, and the last delivery like it met a wait
-    (``reads_heads``), those of the waits first up for election there."""
+def _winners(
+    ctx: Context, kind: str, pairs: Sequence[str]
+) -> Plan[tuple[list[str], Callable[[], None]]]:
+    """The runs whose wait buckets a call holding an election of waits (``deliver``,
+    ``match_waiter``) of an event of ``kind`` with these keys (namespace, value,
+    ...) names, and what to note once it is answered: the runs of the waits this
+    store registered under the keys (``likely_runs``); where there are none, and
+    the last such call met a wait (``reads_heads``), those of the waits first up
+    for election there, then whether the next such call reads first
+    (``heads_met``)."""
     likely = ctx.likely_runs(kind, pairs)
-    if likely or not ctx.reads_heads():
-        return likely, False
+    if likely:
+        return likely, _noted
+    needs = ctx.wait_needs
+    if not ctx.reads_heads():
+        return [], lambda: ctx.heads_met(False, [], needs)
     g = ctx.key_geometry
     hashes, buckets = [], []
     for i in range(0, len(pairs), 2):
@@ -578,16 +585,21 @@ def _winners(ctx: Context, kind: str, pairs: Sequence[str]) -> Plan[tuple[list[s
         hashes.append(f"{h:08x}")
         buckets.append(ctx.keys.key_bucket(g.bucket_of(h)))
     reply = yield ctx.call("election_heads", [g.text(), *hashes], more=buckets)
-    if text(reply[0]) == "BUCKETS":  # the delivery then names the new geometry's buckets
+    found: dict[str, None] = {}
+    if text(reply[0]) == "BUCKETS":  # the call then names the new geometry's buckets
         ctx.learn_key_geometry(Geometry.parse(text(reply[1])))
-        return [], True
-    runs: dict[str, None] = {}
-    for wid in reply[1:]:
-        try:
-            runs[split_components(codec.raw(wid))[0]] = None
-        except (ValueError, IndexError):  # a hint only: the delivery reports what is corrupt
-            continue
-    return list(runs), True
+    else:
+        for wid in reply[1:]:
+            try:
+                found[split_components(codec.raw(wid))[0]] = None
+            except (ValueError, IndexError):  # a hint only: the call reports what is corrupt
+                continue
+    runs = list(found)
+    return runs, lambda: ctx.heads_met(True, runs, needs)
+
+
+def _noted() -> None:
+    """Nothing to note (``_winners``)."""
 
 
 def match_waiter(
@@ -595,13 +607,11 @@ def match_waiter(
 ) -> Plan[Subscription | None]:
     """Offer the stored live event to the oldest eligible wait; the winner, or None."""
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
-    likely, read = yield from _winners(ctx, args[2], args[6:])
-    needs = ctx.wait_needs
+    likely, noted = yield from _winners(ctx, args[2], args[6:])
     reply = yield from ctx.keyed(
         "match_waiter", [ctx.at("at", at), args[0], args[1]], args[2], args[6:], waits=likely
     )
-    if read or not likely:
-        ctx.heads_met(read, likely, needs)
+    noted()
     if codec.check_status(reply) == "MATCHED":
         return codec.subscription_reply(reply[2])
     return None
@@ -613,11 +623,9 @@ def deliver(
     """buffer, then match_waiter, in one step."""
     args = codec.event_args(event, ctx.max_payload_bytes, ctx.max_correlation_keys)
     call_args = [ctx.at("at", at), *args]
-    likely, read = yield from _winners(ctx, args[2], args[6:])
-    needs = ctx.wait_needs
+    likely, noted = yield from _winners(ctx, args[2], args[6:])
     reply = yield from ctx.keyed("deliver", call_args, args[2], args[6:], split=True, waits=likely)
-    if read or not likely:
-        ctx.heads_met(read, likely, needs)
+    noted()
     status = codec.check_status(reply)
     if status == "RESUMED":
         return Resumed(codec.subscription_reply(reply[2]))
