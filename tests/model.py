@@ -8,6 +8,7 @@ by the contract's orders. Instants are whole milliseconds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from agentplane_redis import (
@@ -17,6 +18,7 @@ from agentplane_redis import (
     CorrelationKey,
     DeadLetter,
     Duplicate,
+    EventRecord,
     EventStats,
     InboundEvent,
     Matched,
@@ -26,8 +28,11 @@ from agentplane_redis import (
     Phase,
     Resumed,
     Retired,
+    RunRecord,
     Subscription,
     Timer,
+    TimerRecord,
+    WaitRecord,
 )
 from agentplane_redis.codec import to_datetime
 
@@ -97,6 +102,10 @@ class TimerRow:
     case: str | None
     claimed_at: int | None = None
     lease: int | None = None
+    #: How many times claim_due handed it out.
+    claims: int = 0
+    #: Its last claim's lease ended early (reschedule): the walk has it again.
+    released: bool = False
 
 
 class Model:
@@ -215,6 +224,10 @@ class Model:
         row = self.rows.get((ev.source, ev.id))
         if row is None or row.state != "live":
             return None
+        return self.elect(row, at)
+
+    def elect(self, row: Row, at: int) -> Subscription | None:
+        """The winner of a live row's election (2.3), which then holds it."""
         for key in row.keys:
             found = [
                 (w.keys[key], *b(*wid), wid)
@@ -383,6 +396,52 @@ class Model:
             del self.rows[(r.source, r.id)]
         return len(gone)
 
+    def live(self, newest: bool) -> list[BufferedEvent]:
+        """Every live row, oldest first (newest first with ``newest``)."""
+        rows = sorted((r for r in self.rows.values() if r.state == "live"), key=Row.order)
+        return [self.buffered((r.source, r.id)) for r in (rows[::-1] if newest else rows)]
+
+    def oldest_live(self) -> Any:
+        live = [r.received_at for r in self.rows.values() if r.state == "live"]
+        return to_datetime(min(live)) if live else None
+
+    def lookup_event(self, source: str, id: str) -> EventRecord | None:
+        row = self.rows.get((source, id))
+        if row is None:
+            return None
+        return EventRecord(
+            row.event(),
+            to_datetime(row.received_at),
+            row.state,
+            row.holder,
+            None if row.claimed_at is None else to_datetime(row.claimed_at),
+            (row.reason or "unclaimed") if row.state == "dead" else None,
+            row.erased,
+            row.targeted,
+        )
+
+    def wait_record(self, wid: Pair) -> WaitRecord:
+        parked = self.marks.get(wid)
+        return WaitRecord(
+            self.sub_of(wid),
+            None if parked is None else to_datetime(parked),
+            self.ledger.get(wid),
+        )
+
+    def lookup_wait(self, run: str, effect: str) -> WaitRecord | None:
+        wid = (run, effect)
+        return self.wait_record(wid) if wid in self.waits else None
+
+    def revive(self, source: str, id: str, at: int) -> Any:
+        """Contract 11: a dead row live again at ``at``, then elected as ``deliver``."""
+        row = self.rows.get((source, id))
+        if row is None or row.state != "dead":
+            return None
+        row.state, row.reason, row.erased, row.targeted = "live", "", False, False
+        row.received_at = at
+        sub = self.elect(row, at)
+        return Buffered() if sub is None else Resumed(sub)
+
     def stats(self) -> EventStats:
         count = dict.fromkeys(("live", "held", "consumed", "dead"), 0)
         for r in self.rows.values():
@@ -406,6 +465,17 @@ class Model:
 
     def is_sealed(self, run: str) -> bool:
         return run in self.seals
+
+    def lookup_run(self, run: str) -> RunRecord:
+        """Contract 11, less sealed_at (the server's clock stamps a seal)."""
+        waits = sorted((w for w in self.waits if w[0] == run), key=lambda w: b(w[1]))
+        timers = sorted((t for t in self.timers if t[0] == run), key=lambda t: b(t[1]))
+        return RunRecord(
+            run,
+            run in self.seals,
+            tuple(self.wait_record(w) for w in waits),
+            tuple(self.timer_record(t) for t in timers),
+        )
 
     def close(self, run: str, unanswered: list[str]) -> Closed:
         newly = self.seal(run)
@@ -437,8 +507,9 @@ class Model:
                 break
             if tid[0] in self.seals:
                 del self.timers[tid]
-            elif t.claimed_at is None or t.claimed_at + (t.lease or 0) <= now:
-                t.claimed_at, t.lease = now, lease
+            elif t.claimed_at is None or t.released or t.claimed_at + (t.lease or 0) <= now:
+                t.claimed_at, t.lease, t.released = now, lease, False
+                t.claims += 1
                 out.append(self.timer(tid))
         return out
 
@@ -467,3 +538,24 @@ class Model:
                 (tid for tid in self.timers if tid[0] == run), key=lambda tid: b(tid[1])
             )
         ]
+
+    def timer_record(self, tid: Pair) -> TimerRecord:
+        t = self.timers[tid]
+        return TimerRecord(
+            self.timer(tid),
+            None if t.claimed_at is None else to_datetime(t.claimed_at),
+            None if t.lease is None else timedelta(milliseconds=t.lease),
+            t.claims,
+        )
+
+    def lookup_timer(self, run: str, effect: str) -> TimerRecord | None:
+        return self.timer_record((run, effect)) if (run, effect) in self.timers else None
+
+    def reschedule(self, run: str, effect: str, fire_at: int) -> bool:
+        """Contract 11. Every lease the machine takes has lapsed by the server's
+        clock, which judges it, so an armed timer always moves."""
+        t = self.timers.get((run, effect))
+        if t is None:
+            return False
+        t.fire_at, t.released = fire_at, True
+        return True

@@ -9,6 +9,7 @@ plans, and the battery covers it).
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -51,6 +52,7 @@ OPERATORS = st.one_of(
     st.none(), st.builds(Operator, st.sampled_from(["ann", "bo"]), st.just("basis"))
 )
 LIMITS = st.integers(0, 6)
+PAGES = st.integers(1, 4)
 
 EVENTS = st.builds(InboundEvent, SOURCES, IDS, KINDS, PAYLOADS, KEYS.map(tuple), OPERATORS)
 SUBS = st.builds(
@@ -80,11 +82,22 @@ _tenants = itertools.count()
 
 class Machine(RuleBasedStateMachine):
     make_store: Any = None
+    #: Another store of the same tenant (its own client-side hints and bucket
+    #: geometry, as another worker or an ingress process holds them), or None.
+    make_peer: Any = None
 
     def __init__(self) -> None:
         super().__init__()
         self.model = Model()
         self.store = type(self).make_store()
+        peer = type(self).make_peer
+        self.stores = [self.store] if peer is None else [self.store, peer(self.store)]
+
+    @rule(i=st.integers(0, 1))
+    def switch_store(self, i):
+        """The next calls go through store i: one registers waits the other then
+        delivers to, retires or reads without knowing their buckets."""
+        self.store = self.stores[i % len(self.stores)]
 
     def same(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call the store and the model (instants as ms) and compare results."""
@@ -207,6 +220,75 @@ class Machine(RuleBasedStateMachine):
     def armed(self, run):
         self.same("timers.armed", run)
 
+    # ------------------------------------------------------- contract 11, lookups
+
+    @rule(source=SOURCES, id_=IDS, t=TIMES)
+    def revive(self, source, id_, t):
+        self.same("events.revive", source, id_, at=at(t))
+
+    @rule(source=SOURCES, id_=IDS)
+    def lookup_event(self, source, id_):
+        assert self.store.events.lookup(source, id_) == self.model.lookup_event(source, id_)
+
+    @rule(run=RUNS, effect=EFFECTS)
+    def lookup_wait(self, run, effect):
+        assert self.store.events.lookup_wait(run, effect) == self.model.lookup_wait(run, effect)
+
+    @rule()
+    def oldest_live(self):
+        assert self.store.events.oldest_live() == self.model.oldest_live()
+
+    @rule(run=RUNS, effect=EFFECTS, t=TIMES)
+    def reschedule(self, run, effect, t):
+        self.same("timers.reschedule", run, effect, at(t))
+
+    @rule(run=RUNS, effect=EFFECTS)
+    def lookup_timer(self, run, effect):
+        assert self.store.timers.lookup(run, effect) == self.model.lookup_timer(run, effect)
+
+    @rule(run=RUNS)
+    def lookup_run(self, run):
+        got = self.store.runs.lookup(run)
+        assert (got.sealed_at is not None) == got.sealed
+        assert replace(got, sealed_at=None) == self.model.lookup_run(run)
+
+    # ------------------------------------------------------- listings, page by page
+
+    def paged(self, page: Any, limit: int, **options: Any) -> list[Any]:
+        """Every item of a listing, read ``limit`` at a time from cursor to cursor."""
+        out: list[Any] = []
+        after = None
+        for _ in range(100):
+            items, after = page(limit, after, **options)
+            assert len(items) <= limit
+            out += items
+            if after is None:
+                return out
+        raise AssertionError("a listing that never ends")
+
+    @rule(limit=PAGES, newest=st.booleans())
+    def live_pages(self, limit, newest):
+        got = self.paged(self.store.events.live_page, limit, newest=newest)
+        assert got == self.model.live(newest)
+
+    @rule(limit=PAGES)
+    def waiting_pages(self, limit):
+        assert self.paged(self.store.events.waiting_page, limit) == self.model.waiting(10**6)
+
+    @rule(limit=PAGES)
+    def dead_letter_pages(self, limit):
+        got = self.paged(self.store.events.dead_letters_page, limit)
+        assert got == self.model.dead_letters(10**6)
+
+    @rule(limit=PAGES)
+    def parked_wait_pages(self, limit):
+        got = self.paged(self.store.events.parked_waits_page, limit)
+        assert got == self.model.parked_waits(10**6)
+
+    @rule(limit=PAGES)
+    def pending_pages(self, limit):
+        assert self.paged(self.store.timers.pending_page, limit) == self.model.pending(10**6)
+
     @invariant()
     def counts_agree(self):
         assert self.store.events.stats() == self.model.stats()
@@ -264,6 +346,7 @@ def test_the_store_behaves_like_the_model(target, client_options, servers, reque
         pass
 
     Bound.make_store = staticmethod(make_store)
+    Bound.make_peer = staticmethod(lambda store: RedisStore(client, tenant=store.tenant))
     run_machine(Bound, request, examples=(150, 2000), steps=(40, 60))
 
 
@@ -331,4 +414,5 @@ def test_operations_in_one_tenant_never_touch_another(target, servers, request):
             assert snapshot(client, neighbour) == before
 
     Bound.make_store = staticmethod(lambda: RedisStore(client, tenant=f"t*{next(_tenants)}"))
+    Bound.make_peer = staticmethod(lambda store: RedisStore(client, tenant=store.tenant))
     run_machine(Bound, request, examples=(40, 500), steps=(25, 40))
