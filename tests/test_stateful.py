@@ -43,6 +43,9 @@ KEYS = st.lists(
     max_size=3,
 )
 TIMES = st.integers(0, 40)
+#: Events' and waits' instants: most within 40 ms (one time bucket), some hours
+#: apart, so that time buckets open, fill, empty and are asked for (NEED).
+WHEN = st.one_of(TIMES, TIMES, st.integers(1, 40).map(lambda h: h * 3_600_000))
 NOWS = st.integers(0, 2_000)
 LEASES = st.sampled_from([1, 5, 50, 500])
 PAYLOADS = st.one_of(
@@ -108,31 +111,31 @@ class Machine(RuleBasedStateMachine):
         assert got == want, (name, args, kwargs)
         return got
 
-    @rule(event=EVENTS, t=TIMES)
+    @rule(event=EVENTS, t=WHEN)
     def buffer(self, event, t):
         self.same("events.buffer", event, at=at(t))
 
-    @rule(sub=SUBS, t=TIMES)
+    @rule(sub=SUBS, t=WHEN)
     def subscribe(self, sub, t):
         self.same("events.subscribe", sub, at=at(t))
 
-    @rule(sub=SUBS, t=TIMES)
+    @rule(sub=SUBS, t=WHEN)
     def claim_for(self, sub, t):
         self.same("events.claim_for", sub, at=at(t))
 
-    @rule(event=EVENTS, t=TIMES)
+    @rule(event=EVENTS, t=WHEN)
     def match_waiter(self, event, t):
         self.same("events.match_waiter", event, at=at(t))
 
-    @rule(run=RUNS, event=EVENTS, t=TIMES)
+    @rule(run=RUNS, event=EVENTS, t=WHEN)
     def deliver_to(self, run, event, t):
         self.same("events.deliver_to", run, event, at=at(t))
 
-    @rule(event=EVENTS, t=TIMES)
+    @rule(event=EVENTS, t=WHEN)
     def deliver(self, event, t):
         self.same("events.deliver", event, at=at(t))
 
-    @rule(sub=SUBS, t=TIMES)
+    @rule(sub=SUBS, t=WHEN)
     def wait(self, sub, t):
         self.same("events.wait", sub, at=at(t))
 
@@ -144,7 +147,7 @@ class Machine(RuleBasedStateMachine):
     def unsubscribe_run(self, run, unanswered):
         self.same("events.unsubscribe_run", run, unanswered)
 
-    @rule(sub=SUBS, t=TIMES)
+    @rule(sub=SUBS, t=WHEN)
     def park_wait(self, sub, t):
         self.same("events.park_wait", sub, at=at(t))
 
@@ -160,7 +163,7 @@ class Machine(RuleBasedStateMachine):
     def minter(self, source, id_):
         self.same("events.minter", source, id_)
 
-    @rule(t=TIMES, reason=st.sampled_from(["", "late"]))
+    @rule(t=WHEN, reason=st.sampled_from(["", "late"]))
     def sweep_unclaimed(self, t, reason):
         self.same("events.sweep_unclaimed", at(t), reason)
 
@@ -172,7 +175,7 @@ class Machine(RuleBasedStateMachine):
     def waiting(self, limit):
         self.same("events.waiting", limit)
 
-    @rule(t=TIMES, limit=LIMITS)
+    @rule(t=WHEN, limit=LIMITS)
     def purge(self, t, limit):
         self.same("events.purge", at(t), limit=limit)
 
@@ -222,7 +225,7 @@ class Machine(RuleBasedStateMachine):
 
     # ------------------------------------------------------- contract 11, lookups
 
-    @rule(source=SOURCES, id_=IDS, t=TIMES)
+    @rule(source=SOURCES, id_=IDS, t=WHEN)
     def revive(self, source, id_, t):
         self.same("events.revive", source, id_, at=at(t))
 
