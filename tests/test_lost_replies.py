@@ -112,7 +112,31 @@ SCENARIOS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], int]] = {
         lambda s: s.runs.close("r", ["w"]),
         0,
     ),
+    "revive": (
+        lambda s: (s.events.buffer(E1, at=at(0)), s.events.sweep_unclaimed(at(0))),
+        lambda s: s.events.revive("src", "e1", at=at(5)),
+        0,
+    ),
+    "revive (resumes a wait)": (
+        lambda s: (
+            s.events.buffer(E1, at=at(0)),
+            s.events.sweep_unclaimed(at(0)),
+            s.events.subscribe(W, at=at(1)),
+        ),
+        lambda s: s.events.revive("src", "e1", at=at(5)),
+        0,
+    ),
     "arm": (lambda s: None, lambda s: s.timers.arm(timer("r", "t", 0)), 0),
+    "reschedule": (
+        lambda s: _timers(s, 2),
+        lambda s: s.timers.reschedule("r", "t00", at(50)),
+        0,
+    ),
+    "reschedule (a timer whose lease lapsed)": (
+        lambda s: (_timers(s, 2), s.timers.claim_due(now=at(10), lease=timedelta(hours=1))),
+        lambda s: s.timers.reschedule("r", "t00", at(50)),
+        0,
+    ),
     "claim_due (step 2 of 3)": (
         lambda s: _timers(s, 40),
         lambda s: s.timers.claim_due(now=at(100), lease=timedelta(seconds=30)),
