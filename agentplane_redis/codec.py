@@ -133,12 +133,41 @@ def listing(name: str, value: object) -> int:
     return min(limit(name, value), MAX_LISTING)
 
 
+#: A listing's cursor over an index of instants: the last row's 16-digit instant and
+#: its two components (an event's source and id, a wait's run and effect), then,
+#: for ``waiting``, optionally a line end and the key it stopped inside.
+_COMPONENT = rb"(?:[^\x00-\x21]|![\x40-\x61])* "
+_INDEX_CURSOR = re.compile(rb"[0-9]{16}(?:%s){2}" % _COMPONENT)
+_WAITING_CURSOR = re.compile(rb"[0-9]{16}(?:%s){2}(?:\n(?:%s){2})?" % (_COMPONENT, _COMPONENT))
+
+
+def index_cursor(name: str, value: object, *, waiting: bool = False) -> str:
+    """A cursor ``live_page``, ``dead_letters_page`` (or, ``waiting``, ``waiting_page``)
+    gave: refused unless it has that shape, "" (the start) for None."""
+    found = cursor(name, value)
+    shape = _WAITING_CURSOR if waiting else _INDEX_CURSOR
+    if found and shape.fullmatch(found.encode("utf-8")) is None:
+        raise InvalidInput(f"{name}: {found!r} is not a cursor a page of this listing gave")
+    return found
+
+
+def flag(name: str, value: object) -> bool:
+    """A yes-or-no option: True or False, nothing that merely tests true."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be True or False")
+    return value
+
+
 def cursor(name: str, value: object) -> str:
     """A page's cursor: the str a previous page gave, or "" (the start) for None."""
     if value is None:
         return ""
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be a cursor a previous page gave, or None")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{name} is not a cursor a page gave (lone surrogate?)") from None
     return value
 
 

@@ -766,7 +766,7 @@ def dead_letters_page(
     the cursor of this page's last row (None when the list ended within it)."""
     room = codec.listing("limit", limit)
     out: list[DeadLetter] = []
-    cursor: bytes | str = codec.cursor("after", after)  # an index member
+    cursor: bytes | str = codec.index_cursor("after", after)  # an index member
     ended = False
     while room > 0:
         asked = min(room, LIST_BATCH)
@@ -796,7 +796,7 @@ def waiting_page(
     page gave; and the cursor of this page's last row (None when the list ended)."""
     room = codec.listing("limit", limit)
     out: list[Subscription] = []
-    cursor: bytes | str = codec.cursor("after", after)
+    cursor: bytes | str = codec.index_cursor("after", after, waiting=True)
     while room > 0:
         asked = min(room, LIST_BATCH)
         reply = yield from ctx.keyed("waiting", [asked, cursor])
@@ -1117,8 +1117,7 @@ def reschedule(
     under a live lease (nothing changed). ``release=True`` is for the lease's
     holder: a worker whose handler failed puts the timer back to fire at
     ``fire_at`` (its backoff) without waiting for the lease to lapse."""
-    if not isinstance(release, bool):
-        raise InvalidInput("release must be True or False")
+    release = codec.flag("release", release)
     run = codec.ident("run", run)
     args: list[Arg] = [
         run,
@@ -1234,8 +1233,8 @@ def live_page(
     last event (None when the list ended within it)."""
     room = codec.listing("limit", limit)
     out: list[BufferedEvent] = []
-    cursor: bytes | str = codec.cursor("after", after)
-    order = "newest" if newest else "oldest"
+    cursor: bytes | str = codec.index_cursor("after", after)
+    order = "newest" if codec.flag("newest", newest) else "oldest"
     while room > 0:
         asked = min(room, LIST_BATCH)
         reply = yield from ctx.keyed("live_events", [asked, cursor, order])

@@ -5,6 +5,7 @@ nothing is lost or found twice."""
 
 from __future__ import annotations
 
+import pytest
 from audit import Audit
 
 from agentplane_redis import Resumed
@@ -500,3 +501,39 @@ def test_a_corrupt_entry_the_election_read_finds_is_reported_by_the_delivery(
     raw.zadd(bucket, {f"{h:08x}~ 1001767225600000!".encode(): 0})  # before r1's, no wid
     with pytest.raises(CorruptRow):
         ingress.events.deliver(ev("e1", "k/1"), at=at(6))
+
+
+def test_a_cursor_no_page_gave_is_refused_by_every_listing(store, raw):
+    """A listing's cursor is the one a previous page gave: any other string is
+    InvalidInput before anything is sent, and the listing scripts themselves refuse
+    one whose instant is not there, rather than failing in Lua."""
+    from agentplane_redis import InvalidInput
+    from agentplane_redis.ops import script_keys
+    from agentplane_redis.scripts import library
+
+    for i in range(3):
+        store.events.buffer(ev(f"e{i}", "k/1"), at=at(i))
+        store.events.subscribe(sub(f"r{i}", "w", "k/2"), at=at(i))
+    store.events.buffer(ev("d", "k/3"), at=at(0))
+    store.events.sweep_unclaimed(at(0))
+    pages = {
+        "live": store.events.live_page,
+        "dead": store.events.dead_letters_page,
+        "waiting": store.events.waiting_page,
+    }
+    for name, page in pages.items():
+        first, cursor = page(1)
+        assert first, name
+        assert cursor is not None, name
+        rest, _ = page(10, cursor)
+        assert rest, name
+        assert rest[0] != first[0], name
+        for bad in ("zzz", "1:2", "\x00", "9" * 40, cursor[:16], cursor + "x", "é" + cursor):
+            with pytest.raises(InvalidInput):
+                page(10, bad)
+    raw.function_load(library().source, replace=True)  # where the store sends scripts
+    for script in ("live_events", "waiting"):
+        keys = list(script_keys(store.keys, script))
+        args = [10, "zzz", "oldest"] if script == "live_events" else [10, "zzz"]
+        reply = raw.fcall(library().functions[script], len(keys), *keys, *args, "0 0")
+        assert [x.decode() if isinstance(x, bytes) else x for x in reply[:1]] == ["REFUSED"]

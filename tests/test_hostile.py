@@ -156,6 +156,10 @@ BAD_TIMER = st.one_of(
     st.builds(lambda v: _timer({"case": v}), BAD_IDENT.filter(lambda v: v is not None)),
 )
 GOOD_EVENT, GOOD_SUB = _event({}), _sub({})
+GOOD_FIRE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+BAD_FLAG = st.sampled_from([None, 0, 1, "yes", "True", 1.0])
+#: A page's cursor: only a str a previous page gave (or None) is one.
+BAD_CURSOR = st.one_of(st.sampled_from([0, 7, b"x", ["x"], 1.5]), LONE)
 BAD_EFFECTS = st.one_of(
     st.sampled_from(["w", None, 7]), BAD_IDENT.filter(lambda v: v is not None).map(lambda v: [v])
 )
@@ -210,6 +214,35 @@ CALLS: st.SearchStrategy[Call] = st.one_of(
     BAD_IDENT.map(lambda r: lambda s: s.runs.is_sealed(r)),
     BAD_IDENT.map(lambda r: lambda s: s.runs.close(r)),
     BAD_EFFECTS.map(lambda u: lambda s: s.runs.close("r", u)),
+    # Contract 11, the lookups and the listings page by page.
+    BAD_IDENT.map(lambda v: lambda s: s.events.revive(v, "1")),
+    BAD_IDENT.map(lambda v: lambda s: s.events.revive("s", v)),
+    BAD_INSTANT.map(lambda t: lambda s: s.events.revive("s", "1", at=t)),
+    BAD_IDENT.map(lambda v: lambda s: s.events.lookup(v, "1")),
+    BAD_IDENT.map(lambda v: lambda s: s.events.lookup("s", v)),
+    BAD_IDENT.map(lambda r: lambda s: s.events.lookup_wait(r, "w")),
+    BAD_IDENT.map(lambda e: lambda s: s.events.lookup_wait("r", e)),
+    BAD_IDENT.map(lambda r: lambda s: s.timers.reschedule(r, "t", GOOD_FIRE)),
+    BAD_IDENT.map(lambda e: lambda s: s.timers.reschedule("r", e, GOOD_FIRE)),
+    BAD_REQUIRED.map(lambda t: lambda s: s.timers.reschedule("r", "t", t)),
+    BAD_FLAG.map(lambda f: lambda s: s.timers.reschedule("r", "t", GOOD_FIRE, release=f)),
+    BAD_IDENT.map(lambda r: lambda s: s.timers.lookup(r, "t")),
+    BAD_IDENT.map(lambda e: lambda s: s.timers.lookup("r", e)),
+    BAD_IDENT.map(lambda r: lambda s: s.runs.lookup(r)),
+    *(
+        st.one_of(
+            BAD_LIMIT.map(lambda n, p=page: lambda s: p(s)(n)),
+            BAD_CURSOR.map(lambda c, p=page: lambda s: p(s)(10, c)),
+        )
+        for page in (
+            lambda s: s.events.parked_waits_page,
+            lambda s: s.events.dead_letters_page,
+            lambda s: s.events.live_page,
+            lambda s: s.events.waiting_page,
+            lambda s: s.timers.pending_page,
+        )
+    ),
+    BAD_FLAG.map(lambda f: lambda s: s.events.live_page(10, newest=f)),
 )
 OPTIONS = st.one_of(
     BAD_TENANT.map(lambda t: {"tenant": t}),

@@ -749,6 +749,9 @@ end
 -- answered NEED. (Members are not joined to their instants: Redis hashes
 -- every byte of a string Lua makes, and a member may hold 64 KiB of keys.)
 function TIME:page(room, after, newest)
+  if after ~= "" and #string.match(after, "^%d*") < INSTANT_WIDTH then
+    refuse("after is not a cursor a page gave")
+  end
   local index = K[self.index]
   local after_at, after_m = string.sub(after, 1, INSTANT_WIDTH), string.sub(after, INSTANT_WIDTH + 1)
   local starts
