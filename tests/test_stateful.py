@@ -353,6 +353,20 @@ def test_the_store_behaves_like_the_model(target, client_options, servers, reque
     run_machine(Bound, request, examples=(150, 2000), steps=(40, 60))
 
 
+def test_every_backend_and_flavour_behaves_like_the_model(backend, request):
+    """The machine through the battery's stores: both clusters, the async store, and
+    fakeredis under the key guard (every key a script touches declared)."""
+    tenants = itertools.count()
+
+    class Bound(Machine):
+        pass
+
+    # A tenant per example, kept on one master of a cluster.
+    Bound.make_store = staticmethod(lambda: backend.make(f"{backend.tenant}{next(tenants)}"))
+    Bound.make_peer = staticmethod(lambda store: backend.make(store.tenant))
+    run_machine(Bound, request, examples=(25, 400), steps=(40, 60))
+
+
 def run_machine(
     machine: type[Machine], request: Any, examples: tuple[int, int], steps: tuple[int, int]
 ) -> None:
