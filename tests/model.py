@@ -104,8 +104,6 @@ class TimerRow:
     lease: int | None = None
     #: How many times claim_due handed it out.
     claims: int = 0
-    #: Its last claim's lease ended early (reschedule): the walk has it again.
-    released: bool = False
 
 
 class Model:
@@ -507,8 +505,8 @@ class Model:
                 break
             if tid[0] in self.seals:
                 del self.timers[tid]
-            elif t.claimed_at is None or t.released or t.claimed_at + (t.lease or 0) <= now:
-                t.claimed_at, t.lease, t.released = now, lease, False
+            elif t.claimed_at is None or t.claimed_at + (t.lease or 0) <= now:
+                t.claimed_at, t.lease = now, lease
                 t.claims += 1
                 out.append(self.timer(tid))
         return out
@@ -553,9 +551,10 @@ class Model:
 
     def reschedule(self, run: str, effect: str, fire_at: int) -> bool:
         """Contract 11. Every lease the machine takes has lapsed by the server's
-        clock, which judges it, so an armed timer always moves."""
+        clock, which judges reschedule, so an armed timer always moves; its claim
+        stays, and claim_due judges that claim's lease at its own ``now`` (4.2)."""
         t = self.timers.get((run, effect))
         if t is None:
             return False
-        t.fire_at, t.released = fire_at, True
+        t.fire_at = fire_at
         return True
