@@ -135,10 +135,13 @@ def listing(name: str, value: object) -> int:
 
 #: A listing's cursor over an index of instants: the last row's 16-digit instant and
 #: its two components (an event's source and id, a wait's run and effect), then,
-#: for ``waiting``, optionally a line end and the key it stopped inside.
+#: for ``waiting``, the instant of a key the wait gained later, if it was that
+#: member, and a line end and the key the page stopped inside, if it did.
 _COMPONENT = rb"(?:[^\x00-\x21]|![\x40-\x61])* "
 _INDEX_CURSOR = re.compile(rb"[0-9]{16}(?:%s){2}" % _COMPONENT)
-_WAITING_CURSOR = re.compile(rb"[0-9]{16}(?:%s){2}(?:\n(?:%s){2})?" % (_COMPONENT, _COMPONENT))
+_WAITING_CURSOR = re.compile(
+    rb"[0-9]{16}(?:%s){2}(?:[0-9]{16})?(?:\n(?:%s){2})?" % (_COMPONENT, _COMPONENT)
+)
 
 
 def index_cursor(name: str, value: object, *, waiting: bool = False) -> str:

@@ -514,6 +514,15 @@ def test_a_cursor_no_page_gave_is_refused_by_every_listing(store, raw):
     for i in range(3):
         store.events.buffer(ev(f"e{i}", "k/1"), at=at(i))
         store.events.subscribe(sub(f"r{i}", "w", "k/2"), at=at(i))
+    # Keys a wait gains later are members of their own, whose cursors say when.
+    store.events.subscribe(sub("r0", "w", "k/2", "k/3", "k/4"), at=at(7))
+    got, cursor = [], None
+    while True:
+        page, cursor = store.events.waiting_page(1, cursor)
+        got += page
+        if cursor is None:
+            break
+    assert got == store.events.waiting()
     store.events.buffer(ev("d", "k/3"), at=at(0))
     store.events.sweep_unclaimed(at(0))
     pages = {
