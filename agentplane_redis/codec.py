@@ -144,6 +144,22 @@ _WAITING_CURSOR = re.compile(
 )
 
 
+#: ``pending_page``'s cursor: the last timer's fire_at (ms), ":", and its walk member
+#: (run and effect as components, then step, phase letter and case).
+_TIMER_CURSOR = re.compile(rb"(-?[0-9]{1,16}):((?:%s){2}[0-9]{1,10}[fc].*)" % _COMPONENT, re.S)
+
+
+def timer_cursor(name: str, value: object) -> tuple[str, bytes]:
+    """A cursor ``pending_page`` gave, as (fire_at ms, member); ("", b"") for None."""
+    found = cursor(name, value)
+    if not found:
+        return "", b""
+    match = _TIMER_CURSOR.fullmatch(found.encode("utf-8"))
+    if match is None:
+        raise InvalidInput(f"{name}: {found!r} is not a cursor a page of this listing gave")
+    return match.group(1).decode("ascii"), match.group(2)
+
+
 def index_cursor(name: str, value: object, *, waiting: bool = False) -> str:
     """A cursor ``live_page``, ``dead_letters_page`` (or, ``waiting``, ``waiting_page``)
     gave: refused unless it has that shape, "" (the start) for None."""

@@ -1043,14 +1043,7 @@ def pending_page(
     """A page of timers, soonest first, after the cursor a previous page gave; and
     the cursor of this page's last timer (None when no timer comes after it)."""
     n = codec.listing("limit", limit)
-    fire, member = "", b""
-    if after is not None:
-        if not isinstance(after, str) or ":" not in after:
-            raise InvalidInput("after must be a cursor a previous page gave, or None")
-        fire, _, rest = after.partition(":")
-        member = rest.encode("utf-8")
-        if not fire.lstrip("-").isdigit():
-            raise InvalidInput(f"{after!r} is not a cursor a page of timers gave")
+    fire, member = codec.timer_cursor("after", after)
     if n == 0:
         return [], None
     reply = yield ctx.call("pending", [n + 1, fire, member])

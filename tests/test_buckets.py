@@ -525,10 +525,13 @@ def test_a_cursor_no_page_gave_is_refused_by_every_listing(store, raw):
     assert got == store.events.waiting()
     store.events.buffer(ev("d", "k/3"), at=at(0))
     store.events.sweep_unclaimed(at(0))
+    for i in range(3):
+        store.timers.arm(timer("r", f"t{i}", i, case="a:b c"))
     pages = {
         "live": store.events.live_page,
         "dead": store.events.dead_letters_page,
         "waiting": store.events.waiting_page,
+        "pending": store.timers.pending_page,
     }
     for name, page in pages.items():
         first, cursor = page(1)
@@ -537,7 +540,9 @@ def test_a_cursor_no_page_gave_is_refused_by_every_listing(store, raw):
         rest, _ = page(10, cursor)
         assert rest, name
         assert rest[0] != first[0], name
-        for bad in ("zzz", "1:2", "\x00", "9" * 40, cursor[:16], cursor + "x", "é" + cursor):
+        nonsense = ("zzz", "1:2", "-1:x", "\x00", "9" * 40, cursor[:16], "é" + cursor)
+        cut = cursor.replace(" 0f", " f") if name == "pending" else cursor + "x"
+        for bad in (*nonsense, cut):
             with pytest.raises(InvalidInput):
                 page(10, bad)
     raw.function_load(library().source, replace=True)  # where the store sends scripts

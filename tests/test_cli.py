@@ -698,3 +698,8 @@ def test_waiting_pages_and_filters_and_timers_honour_the_limit(store):
     second = data("timers", "--limit", "1", "--after", first["next"])
     assert [t["effect"] for t in first["timers"] + second["timers"]] == ["remind", "second"]
     assert second["next"] is None
+    for listing in ("waiting", "parked", "dead-letters", "timers"):
+        refused = run(listing, "--after", "nonsense")
+        assert refused.exit_code == cli.EXIT_REFUSED, (listing, refused.output)
+        assert "nonsense" in refused.output, listing
+        assert "Traceback" not in refused.output, listing
