@@ -92,6 +92,10 @@ def test_lists_filter_page_and_link_to_their_items():
     timers = client.get("/t/acme/timers").text
     assert 'href="/t/acme/timer/run-1/remind"' in timers
     assert "2 shown of 2" in timers
+    for listing in ("dead-letters", "live", "waiting", "parked", "timers"):
+        refused = client.get(f"/t/acme/{listing}?after=nonsense")
+        assert refused.status_code == 400, listing
+        assert "nonsense" in refused.text, listing
 
 
 def test_run_event_and_timer_pages():
