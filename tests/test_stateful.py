@@ -9,8 +9,10 @@ plans, and the battery covers it).
 from __future__ import annotations
 
 import itertools
+import shutil
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import fakeredis
@@ -28,9 +30,12 @@ from agentplane_redis import (
     RedisStore,
     Subscription,
     Timer,
+    drivers,
 )
+from agentplane_redis.scripts import load, lua_root
 
 from helpers import at
+from keyguard import guarded, guarded_library
 from model import Model
 
 RUNS = st.sampled_from(["a", "a\x00", "ab", "b"])
@@ -365,6 +370,49 @@ def test_every_backend_and_flavour_behaves_like_the_model(backend, request):
     Bound.make_store = staticmethod(lambda: backend.make(f"{backend.tenant}{next(tenants)}"))
     Bound.make_peer = staticmethod(lambda store: backend.make(store.tenant))
     run_machine(Bound, request, examples=(25, 400), steps=(40, 60))
+
+
+#: The bucket sizes of buckets.lua, made a few entries, so that a few waits, events
+#: and timers split key, wait and timer buckets and open, fill and tidy time buckets.
+SMALL_BUCKETS = {
+    "local BUCKET_BASE, BUCKET_LOAD, SPLIT_AT, HASH_PRIME = 8, 16, 48, 4294967291": (
+        "local BUCKET_BASE, BUCKET_LOAD, SPLIT_AT, HASH_PRIME = 8, 1, 2, 4294967291"
+    ),
+    "local WAIT = { LOAD = 64, SPLIT_AT = 160, HEADS = 8 }": (
+        "local WAIT = { LOAD = 1, SPLIT_AT = 2, HEADS = 2 }"
+    ),
+    "local TIME = { TIDY = 16, FULL = 64, FIT = 64, THIN = 48,": (
+        "local TIME = { TIDY = 2, FULL = 3, FIT = 3, THIN = 2,"
+    ),
+}
+
+
+def test_small_buckets_behave_like_the_model(tmp_path: Path, monkeypatch, request):
+    """The machine on a library whose buckets split after two entries and whose time
+    buckets hold three members (fakeredis, under the key guard): both stores keep
+    meeting a geometry they have not seen (BUCKETS, NEED), and every listing and
+    search crosses buckets."""
+    root = tmp_path / "lua"
+    shutil.copytree(lua_root(), root)
+    buckets = root / "_lib" / "buckets.lua"
+    text = buckets.read_text(encoding="utf-8")
+    for shipped, small in SMALL_BUCKETS.items():
+        assert shipped in text
+        text = text.replace(shipped, small)
+    buckets.write_text(text, encoding="utf-8")
+    scripts = {path.stem: load(root, path.stem) for path in sorted(root.glob("*.lua"))}
+    small_scripts, small_library = guarded(scripts), guarded_library(scripts, root)
+    monkeypatch.setattr(drivers, "catalogue", lambda: small_scripts)
+    monkeypatch.setattr(drivers, "library", lambda: small_library)
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    tenants = itertools.count()
+
+    class Bound(Machine):
+        pass
+
+    Bound.make_store = staticmethod(lambda: RedisStore(client, tenant=f"s{next(tenants)}"))
+    Bound.make_peer = staticmethod(lambda store: RedisStore(client, tenant=store.tenant))
+    run_machine(Bound, request, examples=(60, 1000), steps=(40, 60))
 
 
 def run_machine(
