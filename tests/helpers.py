@@ -41,6 +41,19 @@ def sub(run: str, effect: str, *key_specs: str, kind: str = "paid", **kw: Any) -
     return Subscription(run, effect, kind, keys(*key_specs), **kw)
 
 
+def paged(page: Any, limit: int, **options: Any) -> list[Any]:
+    """Every item of a listing, read ``limit`` at a time from cursor to cursor."""
+    out: list[Any] = []
+    after = None
+    for _ in range(1000):
+        items, after = page(limit, after, **options)
+        assert len(items) <= limit
+        out += items
+        if after is None:
+            return out
+    raise AssertionError("a listing that never ends")
+
+
 def timer(run: str, effect: str, fire_ms: int, **kw: Any) -> Timer:
     return Timer(run, effect, at(fire_ms), **kw)
 

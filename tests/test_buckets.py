@@ -11,7 +11,7 @@ from audit import Audit
 from agentplane_redis import Resumed
 from agentplane_redis.keys import BUCKET_BASE, BUCKET_LOAD, Geometry, bucket_hash, key_hash
 
-from helpers import at, ev, sub, timer
+from helpers import at, ev, paged, sub, timer
 
 #: Runs whose names need escaping or are not ASCII, hashed as their UTF-8.
 ODD = ["a b", "x!y", "naïve", "日本", "tab\there", "q'uote"]
@@ -361,12 +361,7 @@ def test_pages_of_live_events_go_on_past_events_of_one_instant_and_left_rows(
         assert other.events.claim_for(sub(f"r{i}", "w", f"k/{i}"), at=at(10**8)) is not None
     want = [id_ for i, id_ in enumerate(ids) if i not in (3, 11, 12, 25)]
     for newest in (False, True):
-        got, cursor = [], None
-        while True:
-            page, cursor = store.events.live_page(4, cursor, newest=newest)
-            got += [e.event.id for e in page]
-            if cursor is None:
-                break
+        got = [e.event.id for e in paged(store.events.live_page, 4, newest=newest)]
         assert got == (want[::-1] if newest else want)
     Audit(raw, backend.tenant).run()
 
@@ -516,13 +511,7 @@ def test_a_cursor_no_page_gave_is_refused_by_every_listing(store, raw):
         store.events.subscribe(sub(f"r{i}", "w", "k/2"), at=at(i))
     # Keys a wait gains later are members of their own, whose cursors say when.
     store.events.subscribe(sub("r0", "w", "k/2", "k/3", "k/4"), at=at(7))
-    got, cursor = [], None
-    while True:
-        page, cursor = store.events.waiting_page(1, cursor)
-        got += page
-        if cursor is None:
-            break
-    assert got == store.events.waiting()
+    assert paged(store.events.waiting_page, 1) == store.events.waiting()
     store.events.buffer(ev("d", "k/3"), at=at(0))
     store.events.sweep_unclaimed(at(0))
     for i in range(3):

@@ -34,7 +34,7 @@ from agentplane_redis import (
 )
 from agentplane_redis.scripts import load, lua_root
 
-from helpers import at
+from helpers import at, paged
 from keyguard import guarded, guarded_library
 from model import Model
 
@@ -262,40 +262,28 @@ class Machine(RuleBasedStateMachine):
 
     # ------------------------------------------------------- listings, page by page
 
-    def paged(self, page: Any, limit: int, **options: Any) -> list[Any]:
-        """Every item of a listing, read ``limit`` at a time from cursor to cursor."""
-        out: list[Any] = []
-        after = None
-        for _ in range(100):
-            items, after = page(limit, after, **options)
-            assert len(items) <= limit
-            out += items
-            if after is None:
-                return out
-        raise AssertionError("a listing that never ends")
-
     @rule(limit=PAGES, newest=st.booleans())
     def live_pages(self, limit, newest):
-        got = self.paged(self.store.events.live_page, limit, newest=newest)
+        got = paged(self.store.events.live_page, limit, newest=newest)
         assert got == self.model.live(newest)
 
     @rule(limit=PAGES)
     def waiting_pages(self, limit):
-        assert self.paged(self.store.events.waiting_page, limit) == self.model.waiting(10**6)
+        assert paged(self.store.events.waiting_page, limit) == self.model.waiting(10**6)
 
     @rule(limit=PAGES)
     def dead_letter_pages(self, limit):
-        got = self.paged(self.store.events.dead_letters_page, limit)
+        got = paged(self.store.events.dead_letters_page, limit)
         assert got == self.model.dead_letters(10**6)
 
     @rule(limit=PAGES)
     def parked_wait_pages(self, limit):
-        got = self.paged(self.store.events.parked_waits_page, limit)
+        got = paged(self.store.events.parked_waits_page, limit)
         assert got == self.model.parked_waits(10**6)
 
     @rule(limit=PAGES)
     def pending_pages(self, limit):
-        assert self.paged(self.store.timers.pending_page, limit) == self.model.pending(10**6)
+        assert paged(self.store.timers.pending_page, limit) == self.model.pending(10**6)
 
     @invariant()
     def counts_agree(self):

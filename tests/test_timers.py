@@ -9,7 +9,7 @@ import pytest
 from agentplane_redis import Closed, EventStats, InvalidInput, Phase, Retired, Timer
 from agentplane_redis.ops import TIMER_SCAN
 
-from helpers import at, ev, ids, sub, timer
+from helpers import at, ev, ids, paged, sub, timer
 
 MINUTE = 60_000
 
@@ -532,13 +532,7 @@ def test_pending_pages_follow_the_walk_order_across_ties_and_held_timers(store):
         store.timers.arm(timer("r", effect, fire))
     store.timers.claim_due(now=at(7), limit=2, lease=timedelta(minutes=5))  # a, b held
     everything = store.timers.pending(100)
-    pages, cursor = [], None
-    while True:
-        page, cursor = store.timers.pending_page(3, cursor)
-        pages += page
-        if cursor is None:
-            break
-    assert pages == everything
+    assert paged(store.timers.pending_page, 3) == everything
     first, cursor = store.timers.pending_page(2)
     assert [t.effect for t in first] == ["a", "b"]
     assert store.timers.disarm("r", "b")
