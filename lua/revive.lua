@@ -36,7 +36,11 @@ return guard(function()
   local dead = f[E_RECEIVED] .. eid
   -- Identity, keys, minter and payload stay (an erased one stays null); the row
   -- is received anew at `at`, so the sweep gives it a whole grace period, and it
-  -- is matched as a broadcast delivery is.
+  -- is matched as a broadcast delivery is. A live row is never erased, so an
+  -- erased one's null, kept as no text, becomes the JSON null it reads as.
+  if f[E_ERASED] == "1" then
+    f[#f] = "null"
+  end
   f[E_RECEIVED], f[E_REASON], f[E_ERASED], f[E_TARGETED] = instant_key(at), "", "0", "0"
   -- Buffered live unless elected: its key buckets are checked before any write.
   local entries = live_entries_of(eid, f)

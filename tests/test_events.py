@@ -1002,3 +1002,27 @@ def test_revive_answers_none_for_a_row_that_is_not_dead(store):
     store.events.erase_payload("src", "gone")
     store.events.revive("src", "gone", at=at(5))
     assert store.events.wait(sub("r", "x", "k/3"), at=at(6)).event.payload is None
+
+
+def test_an_erased_dead_letter_revives_as_a_row_of_a_null_payload(store, raw, backend):
+    """A live row is never erased: revive clears the mark, and the row keeps a JSON
+    null where the erased one kept nothing, as the auditor checks (live, or resumed
+    and then consumed)."""
+    from audit import Audit
+
+    from agentplane_redis import Buffered
+
+    for id_, key in (("live", "k/1"), ("held", "k/2")):
+        store.events.buffer(ev(id_, key, payload={"secret": 1}), at=at(0))
+        assert store.events.erase_payload("src", id_)
+    store.events.subscribe(sub("r", "w", "k/2"), at=at(1))
+    assert store.events.revive("src", "live", at=at(5)) == Buffered()
+    assert store.events.revive("src", "held", at=at(5)) != Buffered()
+    for id_ in ("live", "held"):
+        found = store.events.lookup("src", id_)
+        assert (found.erased, found.event.payload) == (False, None), id_
+    Audit(raw, backend.tenant).run()
+    assert store.events.claim_for(sub("r", "w", "k/2"), at=at(6)).event.payload is None
+    store.events.unsubscribe("r", "w")
+    assert store.events.erase_payload("src", "live")  # erased again: dead again
+    Audit(raw, backend.tenant).run()

@@ -19,6 +19,7 @@ import fakeredis
 import hypothesis.strategies as st
 import pytest
 import redis
+from audit import Audit
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
@@ -93,6 +94,9 @@ class Machine(RuleBasedStateMachine):
     #: Another store of the same tenant (its own client-side hints and bucket
     #: geometry, as another worker or an ingress process holds them), or None.
     make_peer: Any = None
+    #: A sync client (bytes) on the same data: after each example the auditor reads
+    #: the tenant's raw keys and checks every index and count (audit.py).
+    audit_client: Any = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -285,6 +289,10 @@ class Machine(RuleBasedStateMachine):
     def pending_pages(self, limit):
         assert paged(self.store.timers.pending_page, limit) == self.model.pending(10**6)
 
+    def teardown(self):
+        if type(self).audit_client is not None:
+            Audit(type(self).audit_client, self.store.tenant).run()
+
     @invariant()
     def counts_agree(self):
         assert self.store.events.stats() == self.model.stats()
@@ -330,9 +338,11 @@ def test_the_store_behaves_like_the_model(target, client_options, servers, reque
     if target not in request.config.getoption("--backends").split(","):
         pytest.skip(f"{target} not selected")
     if target == "fake":
-        client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+        fake = fakeredis.FakeServer()
+        client, raw = fakeredis.FakeRedis(server=fake), fakeredis.FakeRedis(server=fake)
     else:
         client = redis.Redis.from_url(servers.get(target).url, **CLIENTS[client_options])
+        raw = redis.Redis.from_url(servers.get(target).url)
 
     def make_store() -> RedisStore:
         # A fresh tenant per example: isolation makes it an empty store.
@@ -343,6 +353,7 @@ def test_the_store_behaves_like_the_model(target, client_options, servers, reque
 
     Bound.make_store = staticmethod(make_store)
     Bound.make_peer = staticmethod(lambda store: RedisStore(client, tenant=store.tenant))
+    Bound.audit_client = raw
     run_machine(Bound, request, examples=(150, 2000), steps=(40, 60))
 
 
@@ -357,6 +368,7 @@ def test_every_backend_and_flavour_behaves_like_the_model(backend, request):
     # A tenant per example, kept on one master of a cluster.
     Bound.make_store = staticmethod(lambda: backend.make(f"{backend.tenant}{next(tenants)}"))
     Bound.make_peer = staticmethod(lambda store: backend.make(store.tenant))
+    Bound.audit_client = backend.raw
     run_machine(Bound, request, examples=(25, 400), steps=(40, 60))
 
 
@@ -400,6 +412,7 @@ def test_small_buckets_behave_like_the_model(tmp_path: Path, monkeypatch, reques
 
     Bound.make_store = staticmethod(lambda: RedisStore(client, tenant=f"s{next(tenants)}"))
     Bound.make_peer = staticmethod(lambda store: RedisStore(client, tenant=store.tenant))
+    Bound.audit_client = client
     run_machine(Bound, request, examples=(60, 1000), steps=(40, 60))
 
 
