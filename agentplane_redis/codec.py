@@ -14,7 +14,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple, NoReturn
 
 from .errors import CorruptRow, InvalidInput
-from .keys import INSTANT_OFFSET, ROW_STATES, split_components, unpack_event_row
+from .keys import (
+    COMPONENT_BODY,
+    INSTANT_OFFSET,
+    ROW_STATES,
+    split_components,
+    unpack_event_row,
+)
 from .model import (
     JSON,
     CorrelationKey,
@@ -137,7 +143,7 @@ def listing(name: str, value: object) -> int:
 #: its two components (an event's source and id, a wait's run and effect), then,
 #: for ``waiting``, the instant of a key the wait gained later, if it was that
 #: member, and a line end and the key the page stopped inside, if it did.
-_COMPONENT = rb"(?:[^\x00-\x21]|![\x40-\x61])* "
+_COMPONENT = COMPONENT_BODY + b" "
 _INDEX_CURSOR = re.compile(rb"[0-9]{16}(?:%s){2}" % _COMPONENT)
 _WAITING_CURSOR = re.compile(
     rb"[0-9]{16}(?:%s){2}(?:[0-9]{16})?(?:\n(?:%s){2})?" % (_COMPONENT, _COMPONENT)
@@ -149,25 +155,28 @@ _WAITING_CURSOR = re.compile(
 _TIMER_CURSOR = re.compile(rb"(-?[0-9]{1,16}):((?:%s){2}[0-9]{1,10}[fc].*)" % _COMPONENT, re.S)
 
 
-def timer_cursor(name: str, value: object) -> tuple[str, bytes]:
-    """A cursor ``pending_page`` gave, as (fire_at ms, member); ("", b"") for None."""
+def _shaped(name: str, value: object, shape: re.Pattern[bytes]) -> re.Match[bytes] | None:
+    """A page's cursor matched against the shape its listing gives; None for the start."""
     found = cursor(name, value)
     if not found:
-        return "", b""
-    match = _TIMER_CURSOR.fullmatch(found.encode("utf-8"))
+        return None
+    match = shape.fullmatch(found.encode("utf-8"))
     if match is None:
         raise InvalidInput(f"{name}: {found!r} is not a cursor a page of this listing gave")
-    return match.group(1).decode("ascii"), match.group(2)
+    return match
+
+
+def timer_cursor(name: str, value: object) -> tuple[str, bytes]:
+    """A cursor ``pending_page`` gave, as (fire_at ms, member); ("", b"") for None."""
+    match = _shaped(name, value, _TIMER_CURSOR)
+    return ("", b"") if match is None else (match.group(1).decode("ascii"), match.group(2))
 
 
 def index_cursor(name: str, value: object, *, waiting: bool = False) -> str:
     """A cursor ``live_page``, ``dead_letters_page`` (or, ``waiting``, ``waiting_page``)
     gave: refused unless it has that shape, "" (the start) for None."""
-    found = cursor(name, value)
-    shape = _WAITING_CURSOR if waiting else _INDEX_CURSOR
-    if found and shape.fullmatch(found.encode("utf-8")) is None:
-        raise InvalidInput(f"{name}: {found!r} is not a cursor a page of this listing gave")
-    return found
+    match = _shaped(name, value, _WAITING_CURSOR if waiting else _INDEX_CURSOR)
+    return "" if match is None else match.string.decode("utf-8")
 
 
 def flag(name: str, value: object) -> bool:

@@ -303,7 +303,9 @@ def component(value: str) -> bytes:
     return _component_bytes(value.encode("utf-8"))
 
 
-_BODY = re.compile(rb"(?:[^\x00-\x21]|![\x40-\x61])*")
+#: A component's body: any byte but 0x00..0x21, each of those written "!" and a byte.
+COMPONENT_BODY = rb"(?:[^\x00-\x21]|![\x40-\x61])*"
+_BODY = re.compile(COMPONENT_BODY)
 
 
 def _unescaped(body: bytes) -> bytes:
