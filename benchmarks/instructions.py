@@ -14,7 +14,8 @@ reply), and nothing the client does.
 
 Beside the library, the same event lives run through ``lean.py``'s lean
 functions (the library's commands on its layout, with the least Lua their path
-needs) and through ``floor.py``'s sketches (as many commands, checking
+needs; and again with the fewest commands that path can take) and through
+``floor.py``'s sketches (as many commands, checking
 nothing), on their tenant-wide layout and again on the compact one.
 
 Server time on a shared machine moves by a third from one run to the next;
@@ -347,16 +348,28 @@ def lean_counts(
 ) -> dict[str, float]:
     """The event's life through ``lean.py``'s lean functions, which send the library's
     commands on its layout with the least Lua the path allows, in the tenant the
-    library's own lives ran in (their waits registered by the library first)."""
+    library's own lives ran in, and through those of the fewest commands in a copy
+    of it, on the same items (their waits registered by the library first)."""
     client.function_load(LEAN, replace=True)
-    base = 9 * 10**6
-    subscribed(client, store.tenant, base, n)
+    # The fewest commands' lives run in a copy of the tenant, on the same items:
+    # the same buckets, of the same sizes.
+    twin = f"{store.tenant}-twin"
+    for key in client.scan_iter(match=f"agentplane:{{{store.tenant}}}:*", count=1000):
+        client.copy(key, key.replace(f"{{{store.tenant}}}".encode(), f"{{{twin}}}".encode()))
     out: dict[str, float] = {}
-    for step, prepare in lean_life(client, store.tenant, base, n).items():
-        out[f"lean, the library's layout: {step}"] = server.count(prepare()) / n
-    out["lean, the library's layout: event life"] = sum(out.values())
+    base = 9 * 10**6
+    for tenant, fewest, name in ((store.tenant, False, LEAN_ROWS), (twin, True, FEWEST)):
+        subscribed(client, tenant, base, n)
+        life = lean_life(client, tenant, base, n, fewest=fewest)
+        counts = {step: server.count(prepare()) / n for step, prepare in life.items()}
+        out.update({f"{name}: {step}": count for step, count in counts.items()})
+        out[f"{name}: event life"] = sum(counts.values())
     client.function_delete("agentplane_lean")
     return out
+
+
+#: The rows of ``lean.py``'s lean functions, and of those of the fewest commands.
+LEAN_ROWS, FEWEST = "lean, the library's layout", "lean, the fewest commands"
 
 
 #: Where ``stages`` stops ``deliver``: each a line of its body in the library's source
