@@ -14,7 +14,8 @@ reply), and nothing the client does.
 
 Beside the library, the same event lives run through ``lean.py``'s lean
 functions (the library's commands on its layout, with the least Lua their path
-needs; and again with the fewest commands that path can take) and through
+needs; and again with the fewest commands that path can take, and with those
+and the strings from the client) and through
 ``floor.py``'s sketches (as many commands, checking
 nothing), on their tenant-wide layout and again on the compact one.
 
@@ -347,20 +348,22 @@ def lean_counts(
     server: Counted, client: redis.Redis, store: RedisStore, n: int
 ) -> dict[str, float]:
     """The event's life through ``lean.py``'s lean functions, which send the library's
-    commands on its layout with the least Lua the path allows, in the tenant the
-    library's own lives ran in, and through those of the fewest commands in a copy
-    of it, on the same items (their waits registered by the library first)."""
+    commands on its layout with the least Lua the path allows, and through its
+    other two sets (``lean.MODES``), each in a copy of the tenant the library's
+    own lives ran in, on the same items (their waits registered by the library
+    first)."""
     client.function_load(LEAN, replace=True)
-    # The fewest commands' lives run in a copy of the tenant, on the same items:
-    # the same buckets, of the same sizes.
-    twin = f"{store.tenant}-twin"
+    # Each set's lives run in a copy of the tenant, on the same items: the same
+    # buckets, of the same sizes.
+    tenants = {mode: f"{store.tenant}-{mode}" for mode in LEAN_ROWS}
     for key in client.scan_iter(match=f"agentplane:{{{store.tenant}}}:*", count=1000):
-        client.copy(key, key.replace(f"{{{store.tenant}}}".encode(), f"{{{twin}}}".encode()))
+        for tenant in tenants.values():
+            client.copy(key, key.replace(f"{{{store.tenant}}}".encode(), f"{{{tenant}}}".encode()))
     out: dict[str, float] = {}
     base = 9 * 10**6
-    for tenant, fewest, name in ((store.tenant, False, LEAN_ROWS), (twin, True, FEWEST)):
-        subscribed(client, tenant, base, n)
-        life = lean_life(client, tenant, base, n, fewest=fewest)
+    for mode, name in LEAN_ROWS.items():
+        subscribed(client, tenants[mode], base, n)
+        life = lean_life(client, tenants[mode], base, n, mode)
         counts = {step: server.count(prepare()) / n for step, prepare in life.items()}
         out.update({f"{name}: {step}": count for step, count in counts.items()})
         out[f"{name}: event life"] = sum(counts.values())
@@ -368,8 +371,12 @@ def lean_counts(
     return out
 
 
-#: The rows of ``lean.py``'s lean functions, and of those of the fewest commands.
-LEAN_ROWS, FEWEST = "lean, the library's layout", "lean, the fewest commands"
+#: The rows of each set of ``lean.py``'s functions.
+LEAN_ROWS = {
+    "lean": "lean, the library's layout",
+    "fewest": "lean, the fewest commands",
+    "bare": "lean, the fewest commands, the strings from the client",
+}
 
 
 #: Where ``stages`` stops ``deliver``: each a line of its body in the library's source

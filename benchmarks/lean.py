@@ -34,7 +34,13 @@ its buckets proven by the entries it takes from them). They write what the
 library writes here, where a claim recovers at the instant it was taken and no
 order bucket has a left list.
 
-``instructions.py`` counts both under callgrind next to the library
+Three more, ``lean_bare_*``, take the fewest commands with the strings from
+the client: they check no identifier for escapes (a client that built the
+components itself), and answer and remember the rows they read instead of
+the library's reply text, which the client would decode; the state checks
+stay. They write what the others write but for the remembered replies.
+
+``instructions.py`` counts them under callgrind next to the library
 (``lean_counts``); run alone, this script checks their equivalence and prints
 each call's server time beside the library's.
 """
@@ -69,6 +75,11 @@ local function comp(s)
   if string.find(s, "[%z\1-\33]") then
     error("lean: an identifier that needs escapes")
   end
+  return s .. TERM
+end
+
+-- The same, for a client that built its identifiers' components itself.
+local function plain(s)
   return s .. TERM
 end
 
@@ -111,14 +122,16 @@ local function first(key, from, to)
   return redis.call("ZRANGEBYLEX", key, "[" .. from, "(" .. to, "LIMIT", "0", "1")[1]
 end
 
--- Each function is made twice: as the library's commands (fewest false), and
--- with the fewest commands its path can take (fewest true; the module's doc).
+-- Each function is made three times: as the library's commands (fewest
+-- false), with the fewest commands its path can take (fewest true), and with
+-- those and the strings from the client (bare true; the module's doc).
 
 -- KEYS: events, marks, mark_index, geometry, replies, replies_old, the key
 -- bucket of the event's key, the wait bucket of the winner's run.
 -- ARGV: at, source, id, kind, namespace, value, payload, the key's hash (8
 -- hex digits), key and wait geometry, lane, number.
-local function deliver(fewest)
+local function deliver(fewest, bare)
+  local comp = bare and plain or comp
   return function(k, a)
     local at, source, kind, ns, value, payload, hash = a[1], a[2], a[4], a[5], a[6], a[7], a[8]
     local eid = comp(source) .. comp(a[3])
@@ -158,6 +171,10 @@ local function deliver(fewest)
     redis.call("HSET", k[2], wid, at .. " " .. eid)
     redis.call("ZADD", k[3], "0", "L" .. wid)
     redis.call("ZREM", k[7], entry)
+    if bare then -- the wait's row as read, which the client decodes
+      remember(k[5], k[6], a[11], a[12], "R " .. at .. " " .. wid .. m)
+      return { "RESUMED", at, wid, m }
+    end
     local text = "*3:$7:RESUMED" .. dollar(at) .. "*4:" .. dollar(string.sub(wid, 1, p - 1))
       .. dollar(string.sub(wid, p + 1, -2)) .. dollar(string.sub(m, 1, e))
       .. "*2:" .. dollar(ns) .. dollar(value)
@@ -168,7 +185,8 @@ end
 
 -- KEYS: events, marks, replies, replies_old.
 -- ARGV: at, run, effect, kind, namespace, value, lane, number.
-local function claim_for(fewest)
+local function claim_for(fewest, bare)
+  local comp = bare and plain or comp
   return function(k, a)
     local at = a[1]
     local wid = comp(a[2]) .. comp(a[3])
@@ -188,6 +206,11 @@ local function claim_for(fewest)
     local erased = string.sub(raw, 2, 2) ~= "-"
     if erased or string.sub(raw, 39 + w, 38 + w + #kc) ~= kc or not found or found > nl then
       error("lean: the claim is not eligible for the wait")
+    end
+    if bare then -- the row as read, which the client splits
+      redis.call("HSET", k[2], wid, at .. " " .. eid)
+      remember(k[3], k[4], a[7], a[8], "H " .. at .. " " .. eid)
+      return { "HIT", at, eid, raw }
     end
     local head = string.sub(raw, 1, 21 + w) .. instant(at) .. string.sub(raw, 38 + w, nl)
     local payload = string.sub(raw, nl + 1)
@@ -225,7 +248,8 @@ end
 -- mark_index, geometry, replies, replies_old, the wait bucket of the run,
 -- the order bucket of the wait's registration.
 -- ARGV: run, effect, the wait geometry (not with the fewest commands), lane, number.
-local function unsubscribe(fewest)
+local function unsubscribe(fewest, bare)
+  local comp = bare and plain or comp
   return function(k, a)
     local wid, n = comp(a[1]) .. comp(a[2]), #a
     local m = redis.call("HGET", k[11], wid)
@@ -289,6 +313,9 @@ redis.register_function("lean_unsubscribe", unsubscribe(false))
 redis.register_function("lean_fewest_deliver", deliver(true))
 redis.register_function("lean_fewest_claim_for", claim_for(true))
 redis.register_function("lean_fewest_unsubscribe", unsubscribe(true))
+redis.register_function("lean_bare_deliver", deliver(true, true))
+redis.register_function("lean_bare_claim_for", claim_for(true, true))
+redis.register_function("lean_bare_unsubscribe", unsubscribe(true, true))
 """
 
 
@@ -303,14 +330,19 @@ def token() -> list[str]:
     return [LANE, f"{FIRST_SEND}{next(_NUMBERS)}"]
 
 
+#: The sets of lean functions by their prefix: the library's commands, the fewest
+#: commands, the fewest commands with the strings from the client.
+MODES = {"lean": "lean_", "fewest": "lean_fewest_", "bare": "lean_bare_"}
+
+
 class Lean:
     """The lean functions' calls for one tenant's event lives, each call's keys and
-    arguments computed beforehand from the geometry stored then; ``fewest`` calls
-    the functions of the fewest commands."""
+    arguments computed beforehand from the geometry stored then; ``mode`` names the
+    set of functions called (``MODES``)."""
 
-    def __init__(self, client: redis.Redis, tenant: str, fewest: bool = False) -> None:
-        self.client, self.keys, self.fewest = client, TenantKeys(tenant), fewest
-        self.prefix = "lean_fewest_" if fewest else "lean_"
+    def __init__(self, client: redis.Redis, tenant: str, mode: str = "lean") -> None:
+        self.client, self.keys = client, TenantKeys(tenant)
+        self.fewest, self.prefix = mode != "lean", MODES[mode]
 
     def geometry(self, family: str) -> Geometry:
         return Geometry.parse(self.client.hget(self.keys.key("geometry"), family) or "0 0")
@@ -395,13 +427,12 @@ def library_life(store: RedisStore, base: int, n: int) -> dict[str, Callable[[],
 
 
 def lean_life(
-    client: redis.Redis, tenant: str, base: int, n: int, fewest: bool = False
+    client: redis.Redis, tenant: str, base: int, n: int, mode: str = "lean"
 ) -> dict[str, Callable[[], Callable[[], Any]]]:
-    """The lives through the lean functions (``fewest``: those of the fewest
-    commands): for each step, what computes its calls (what the store does in
-    Python, reading the geometry stored then) and answers the batch that sends
-    them."""
-    lean = Lean(client, tenant, fewest)
+    """The lives through a set of lean functions (``MODES``): for each step, what
+    computes its calls (what the store does in Python, reading the geometry
+    stored then) and answers the batch that sends them."""
+    lean = Lean(client, tenant, mode)
     return {
         "deliver": lambda: lean.deliver(base, n),
         "claim_for": lambda: lean.claim_for(base, n),
@@ -409,21 +440,17 @@ def lean_life(
     }
 
 
-#: The tenants ``lives`` runs in: the library's, the lean functions', the fewest commands'.
-TENANTS = ("lib", "lean", "fewest")
-
-
 def lives(client: redis.Redis, base: int, n: int) -> list[dict[str, Callable[[], Any]]]:
-    """The lives of items base.. base + n through the library, the lean functions and
-    those of the fewest commands (``TENANTS``), each tenant's waits registered
-    first by the library (a store of its own, whose lane keeps its last reply as
-    the lean calls' lane keeps theirs); the lean steps compute their calls as
-    they start."""
+    """The lives of items base.. base + n through the library (tenant ``lib``) and each
+    set of lean functions (a tenant named by its mode, ``MODES``), each tenant's
+    waits registered first by the library (a store of its own, whose lane keeps
+    its last reply as the lean calls' lane keeps theirs); the lean steps compute
+    their calls as they start."""
     subscribed(client, "lib", base, n)
     out = [library_life(RedisStore(client, tenant="lib"), base, n)]
-    for tenant in TENANTS[1:]:
-        subscribed(client, tenant, base, n)
-        lean = lean_life(client, tenant, base, n, fewest=tenant == "fewest")
+    for mode in MODES:
+        subscribed(client, mode, base, n)
+        lean = lean_life(client, mode, base, n, mode)
         out.append({step: lambda make=make: make()() for step, make in lean.items()})
     return out
 
@@ -453,10 +480,12 @@ def tenant_state(client: redis.Redis, tenant: str) -> dict[str, Any]:
 
 
 def equivalent(client: redis.Redis, n: int, base: int = 7 * 10**6) -> dict[str, list[str]]:
-    """The lives of ``n`` items run through the library and the two sets of lean
-    functions (``TENANTS``), after the same waits were registered: for each lean
-    tenant, the keys whose contents differ from the library's (none, when its
-    functions write what the library does)."""
+    """The lives of ``n`` items run through the library and each set of lean
+    functions (``MODES``), after the same waits were registered: for each set,
+    the keys whose contents differ from the library's (none, when its functions
+    write what the library does; the remembered replies of those with the
+    strings from the client hold the rows they read, not the library's text, and
+    are left out)."""
     client.function_load(LEAN, replace=True)
     ran = lives(client, base, n)
     for step in ("deliver", "claim_for", "unsubscribe"):
@@ -464,9 +493,10 @@ def equivalent(client: redis.Redis, n: int, base: int = 7 * 10**6) -> dict[str, 
             life[step]()
     a = tenant_state(client, "lib")
     out = {}
-    for tenant in TENANTS[1:]:
-        b = tenant_state(client, tenant)
-        out[tenant] = sorted(s for s in a.keys() | b.keys() if a.get(s) != b.get(s))
+    for mode in MODES:
+        b = tenant_state(client, mode)
+        differ = (s for s in a.keys() | b.keys() if a.get(s) != b.get(s))
+        out[mode] = sorted(s for s in differ if not (mode == "bare" and s == "reply"))
     return out
 
 
@@ -484,8 +514,8 @@ def main() -> None:
         client.function_load(LEAN, replace=True)
         client.config_set("slowlog-log-slower-than", -1)
         ran = lives(client, 8 * 10**6, n)
-        print("\n| server time per call, mean µs | library | lean | fewest commands |")
-        print("|---|---:|---:|---:|")
+        print("\n| server time per call, mean µs | library | lean | fewest | bare |")
+        print("|---|---:|---:|---:|---:|")
         for step in ("deliver", "claim_for", "unsubscribe"):
             row = [server_mean(client, "fcall", life[step])[0] for life in ran]
             print(f"| {step} | " + " | ".join(f"{t:.1f}" for t in row) + " |")
