@@ -28,12 +28,15 @@
 
 -- The usual wait, retired field by field: registered with one key row, its
 -- claim (if any) a row held for it, its election entry's key bucket named by
--- the call; it leaves its order bucket directly where the call named that,
--- else by the bucket's left list (buckets.lua, TIME), unless that is then due
--- for tidying. m: its row, mark: its mark as stored. Reads and checks
--- everything before its first write, then writes as retire_wait and shed do;
--- answers false, having written nothing, for any other wait, which the
--- general path retires (and reports, if corrupt) from what was read.
+-- the call. Where the call named the order bucket holding its member, found
+-- by the member's score (TIME:named_holding), the wait leaves it with no
+-- geometry, index or left list read, and a bucket emptied leaves the index.
+-- Else it leaves the bucket holding its instant, directly where the call
+-- named that, or by the bucket's left list (buckets.lua, TIME), unless that
+-- is then due for tidying. m: its row, mark: its mark as stored. Reads
+-- and checks everything before its first write, then writes as retire_wait and
+-- shed do; answers false, having written nothing, for any other wait, which
+-- the general path retires (and reports, if corrupt) from what was read.
 local function retired_usual(wid, bucket, m, mark)
   local kind_end = string.find(m, TERM, 1, true)
   local step_end = kind_end and string.find(m, TERM, kind_end + 1, true)
@@ -45,14 +48,19 @@ local function retired_usual(wid, bucket, m, mark)
   if not key_end or #m ~= key_end + INSTANT_WIDTH or string.find(created, "%D") then
     return false
   end
-  local start = TIME.order:holding(created)
-  if not start then
-    return false
-  end
-  local key, left = TIME.order:key(start), TIME.order:left(start) -- its order bucket
-  local listed = not named(key)
-  if listed and (left.n + 1 >= TIME.TIDY or left.n + 1 >= left.entries) then
-    return false
+  local key, start = TIME.order:named_holding(created, wid) -- its bucket, if named
+  local direct, listed = key ~= nil, false
+  if not direct then
+    start = TIME.order:holding(created)
+    if not start then
+      return false
+    end
+    local left = TIME.order:left(start)
+    key = TIME.order:key(start)
+    listed = not named(key)
+    if listed and (left.n + 1 >= TIME.TIDY or left.n + 1 >= left.entries) then
+      return false
+    end
   end
   local nv, attrs = string.sub(m, attrs_end + 1, key_end), nil
   if not mark then -- unparked, it leaves the election: its entry's bucket named?
@@ -70,8 +78,15 @@ local function retired_usual(wid, bucket, m, mark)
       return false
     end
   end
+  if direct then
+    redis.call("ZREM", key, wid)
+    if redis.call("HINCRBY", K.wait_order, start, "-1") <= 0 then
+      TIME.order:emptied(start)
+    end
+  else
+    TIME.order:remove_all({ { member = wid, start = start, key = not listed and key } })
+  end
   mark_clear(wid)
-  TIME.order:remove_all({ { member = wid, start = start, key = not listed and key } })
   redis.call("HDEL", bucket, wid)
   if attrs then
     local bucket, entry = election_entry(attrs, nv, created, wid) -- (its key bucket)
@@ -87,8 +102,11 @@ end
 return guard(function()
   local run, effect = ARGV[1], ARGV[2]
   local wid = enc_pair(run, effect)
-  local bucket = WAIT.named(run)
-  local m = redis.call("HGET", bucket, wid)
+  local bucket, m = WAIT.found(wid)
+  if not bucket then
+    bucket = WAIT.named(run)
+    m = redis.call("HGET", bucket, wid)
+  end
   local mark = redis.call("HGET", K.marks, wid)
   if m and retired_usual(wid, bucket, m, mark) then
     return words("OK")

@@ -9,7 +9,14 @@ import pytest
 from audit import Audit
 
 from agentplane_redis import Resumed
-from agentplane_redis.keys import BUCKET_BASE, BUCKET_LOAD, Geometry, bucket_hash, key_hash
+from agentplane_redis.keys import (
+    BUCKET_BASE,
+    BUCKET_LOAD,
+    Geometry,
+    bucket_hash,
+    key_hash,
+    tuple_member,
+)
 
 from helpers import at, ev, paged, sub, timer
 
@@ -385,6 +392,31 @@ def test_a_store_retires_the_waits_it_registered_straight_from_their_order_bucke
     assert left(raw, store, start, "wait_order") == 0
     Audit(raw, backend.tenant).run()
     assert [w.run for w in store.events.waiting(limit=100)] == [f"r{i}" for i in range(22, 30)]
+
+
+def test_a_wait_registered_again_elsewhere_leaves_the_bucket_of_its_new_instant(
+    store, make, raw, backend
+):
+    """A store retires a wait from the order bucket it registered the wait in, found
+    by the member's score. Where another store retired the wait meanwhile (its member
+    left on that bucket's left list) and a third registered it again in a later
+    bucket, the retirement takes the member of the new instant, not the one left
+    behind, which stays on its list."""
+    set_span(raw, store, 20, "order")  # one order bucket for the first instants
+    for i in range(3):
+        store.events.subscribe(sub(f"r{i}", "w", f"k/{i}"), at=at(i))
+    (first,) = raw.zrangebylex(store.keys.key("wait_order_index"), b"-", b"(~")
+    make(backend.tenant).events.unsubscribe("r0", "w")  # it never learned the bucket
+    assert left(raw, store, first, "wait_order") == 1
+    make(backend.tenant).events.subscribe(sub("r0", "w", "k/0"), at=at(10**8))
+    assert len(raw.zrangebylex(store.keys.key("wait_order_index"), b"-", b"(~")) == 2
+    store.events.unsubscribe("r0", "w")  # names the first bucket, where it registered r0
+    Audit(raw, backend.tenant).run()
+    assert [w.run for w in store.events.waiting(limit=10)] == ["r1", "r2"]
+    assert (
+        raw.zscore(store.keys.order_bucket(first.decode()), tuple_member(["r0", "w"])) is not None
+    )
+    assert left(raw, store, first, "wait_order") == 1
 
 
 def test_the_registration_order_keeps_its_key_rows_in_time_buckets(store, make, raw, backend):

@@ -349,6 +349,23 @@ function WAIT.bucket(run)
   return key
 end
 
+-- A wait bucket the call named that holds wid's row, and the row; nil where
+-- none does. Read without the geometry: a row found proves its bucket current,
+-- since a split moves each row it moves in one step.
+function WAIT.found(wid)
+  local prefix, keys = memo().wait, KEYS
+  for i = K.roles + 1, #keys do
+    local key = keys[i]
+    if string.sub(key, 1, #prefix) == prefix and string.find(key, "^%d+$", #prefix + 1) then
+      local row = redis.call("HGET", key, wid)
+      if row then
+        return key, row
+      end
+    end
+  end
+  return nil
+end
+
 -- The wait bucket of run, answering NEED (before any write) when the call did
 -- not name it.
 function WAIT.named(run)
@@ -425,6 +442,7 @@ function TIME.family(counts, index, field, suffix, letter, span_letter, counted)
   methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "slot", "tidy", "count"
   methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "fit", "apply", "page"
   methods[#methods + 1], methods[#methods + 2] = "remove_all", "gone"
+  methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "named_holding", "named_at", "emptied"
   for i = 1, #methods do -- (a library's load has no ipairs)
     family[methods[i]] = TIME[methods[i]]
   end
@@ -619,21 +637,68 @@ end
 -- Counts n entries more (or fewer) in the bucket at start; a bucket of none
 -- leaves the index.
 function TIME:count(start, n)
-  local counts, st = K[self.counts], self:state()
-  local entries = redis.call("HINCRBY", counts, start, n)
+  local st = self:state()
+  local entries = redis.call("HINCRBY", K[self.counts], start, n)
   if st.left[start] then
     st.left[start].entries = entries
   end
   if entries <= 0 then
-    redis.call("HDEL", counts, start)
-    redis.call("ZREM", K[self.index], start)
-    if st.newest == start then
-      -- The bucket before holds members of instants before this one's start.
-      local before = redis.call("ZREVRANGEBYLEX", K[self.index], "(~", "-", "LIMIT", "0", "1")[1]
-      self:store(st.span, before or false, start)
-    end
+    self:emptied(start)
   end
   return entries
+end
+
+-- The bucket at start, counted empty, leaves the counts and the index.
+function TIME:emptied(start)
+  local st = self:state()
+  redis.call("HDEL", K[self.counts], start)
+  redis.call("ZREM", K[self.index], start)
+  if st.newest == start then
+    -- The bucket before holds members of instants before this one's start.
+    local before = redis.call("ZREVRANGEBYLEX", K[self.index], "(~", "-", "LIMIT", "0", "1")[1]
+    self:store(st.span, before or false, start)
+  end
+end
+
+-- The latest of the buckets the call named (after its roles) that start at or
+-- before instant r (16 digits) and hold member scored by r, and its start; nil
+-- where none does. Read without the geometry, the index or a left list: a
+-- bucket holds a member of instant r only while it holds that instant (a
+-- member left on a left list by an earlier entry of another instant is scored
+-- by that one; one that comes back at r leaves the list: TIME:apply).
+function TIME:named_holding(r, member)
+  local rn = tonumber(r)
+  for _, b in ipairs(self:named_at(rn)) do
+    local key = b.key
+    local score = redis.call("ZSCORE", key, member)
+    if score and tonumber(score) == rn - tonumber(b.start) then
+      return key, b.start
+    end
+  end
+  return nil
+end
+
+-- The buckets of the family the call named (after its roles) that start at
+-- or before instant rn (ms, offset as instants are), latest first: {key,
+-- start} each.
+function TIME:named_at(rn)
+  local prefix, keys, out = memo().base .. self.suffix, KEYS, {}
+  for i = K.roles + 1, #keys do
+    local key = keys[i]
+    if string.sub(key, 1, #prefix) == prefix then
+      local start = string.sub(key, #prefix + 1)
+      local sn = #start == INSTANT_WIDTH and not string.find(start, "%D") and tonumber(start)
+      if sn and sn <= rn then
+        local j = #out + 1 -- (a few: kept in order as they come)
+        while j > 1 and tonumber(out[j - 1].start) < sn do
+          out[j] = out[j - 1]
+          j = j - 1
+        end
+        out[j] = { key = key, start = start }
+      end
+    end
+  end
+  return out
 end
 
 -- The span that would hold TIME.FIT members at the rate of the newest
