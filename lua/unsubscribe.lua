@@ -30,7 +30,8 @@
 -- claim (if any) a row held for it, its election entry's key bucket named by
 -- the call. Where the call named the order bucket holding its member, found
 -- by the member's score (TIME:named_holding), the wait leaves it with no
--- geometry, index or left list read, and a bucket emptied leaves the index.
+-- geometry, index or left list read, and a bucket emptied, or left with only
+-- the members on its left list, leaves the index.
 -- Else it leaves the bucket holding its instant, directly where the call
 -- named that, or by the bucket's left list (buckets.lua, TIME), unless that
 -- is then due for tidying. m: its row, mark: its mark as stored. Reads
@@ -80,8 +81,16 @@ local function retired_usual(wid, bucket, m, mark)
   end
   if direct then
     redis.call("ZREM", key, wid)
-    if redis.call("HINCRBY", K.wait_order, start, "-1") <= 0 then
+    local entries = redis.call("HINCRBY", K.wait_order, start, "-1")
+    if entries <= 0 then
       TIME.order:emptied(start)
+    elseif entries < TIME.TIDY and redis.call("HEXISTS", K.wait_order, "g" .. start) == 1 then
+      -- Where only members on its left list remain (a list holds fewer than
+      -- TIME.TIDY), they go, and the bucket with them.
+      local left = TIME.order:left(start)
+      if left.n >= left.entries then
+        TIME.order:count(start, -TIME.order:tidy(key, start))
+      end
     end
   else
     TIME.order:remove_all({ { member = wid, start = start, key = not listed and key } })

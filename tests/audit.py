@@ -211,6 +211,9 @@ class Audit:
             listed = set(gone.split(b"\n")[:-1]) if gone else set()
             assert len(listed) == gone.count(b"\n"), "a left list names a row twice"
             assert listed <= set(scored), "a left list names a row not in its bucket"
+            # A list is tidied before it reaches TIME.TIDY (16) or every entry.
+            assert len(listed) < 16, f"bucket {start!r}: a left list past its tidying"
+            assert len(listed) < len(scored), f"bucket {start!r}: holds only what left"
             kept = {m for m, eid in members.items() if eid not in listed}
             assert not {m for m, eid in members.items() if eid in listed} & live, (
                 "a left list names a live row"

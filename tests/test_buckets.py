@@ -419,6 +419,27 @@ def test_a_wait_registered_again_elsewhere_leaves_the_bucket_of_its_new_instant(
     assert left(raw, store, first, "wait_order") == 1
 
 
+def test_a_bucket_left_with_only_members_on_its_left_list_goes(store, make, raw, backend):
+    """Where a store retires the last wait of an order bucket straight from it, and the
+    bucket's other members left by its left list (retired by a store that never
+    learned the bucket), those members go, and the bucket with them."""
+    set_span(raw, store, 20, "order")  # one order bucket for what follows
+    for i in range(3):
+        store.events.subscribe(sub(f"r{i}", "w", f"k/{i}"), at=at(i))
+    (start,) = raw.zrangebylex(store.keys.key("wait_order_index"), b"-", b"(~")
+    other = make(backend.tenant)
+    other.events.unsubscribe("r1", "w")
+    other.events.unsubscribe("r2", "w")
+    assert left(raw, store, start, "wait_order") == 2
+    store.events.unsubscribe("r0", "w")
+    assert raw.zrangebylex(store.keys.key("wait_order_index"), b"-", b"(~") == []
+    assert not raw.exists(store.keys.order_bucket(start.decode()))
+    assert raw.hget(store.keys.key("wait_order"), b"g" + start) is None
+    assert raw.hget(store.keys.key("wait_order"), start) is None
+    Audit(raw, backend.tenant).run()
+    assert store.events.waiting(limit=10) == []
+
+
 def test_the_registration_order_keeps_its_key_rows_in_time_buckets(store, make, raw, backend):
     """Waits sit in order buckets by created_at, one member for the key rows of one
     instant; a store that never learned their buckets retires waits through the
