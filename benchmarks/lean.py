@@ -27,7 +27,7 @@ bucket only where it knows it, and in a tenant of many waits the library's
 commands.
 
 Three more, ``lean_fewest_*``, take the same path with the fewest commands it
-can: four fewer an event's life (the row is written only where absent instead
+can: five fewer an event's life (the row is written only where absent instead
 of read first; a recovered claim leaves its row as it is, its instant kept in
 the mark alone; a retirement reads neither the geometry nor the order index,
 its buckets proven by the entries it takes from them). They write what the
