@@ -29,8 +29,9 @@ commands.
 Three more, ``lean_fewest_*``, take the same path with the fewest commands it
 can: five fewer an event's life (the row is written only where absent instead
 of read first; a recovered claim leaves its row as it is, its instant kept in
-the mark alone; a retirement reads neither the geometry nor the order index,
-its buckets proven by the entries it takes from them). They write what the
+the mark alone; a retirement reads neither the geometry, nor the order index,
+nor the bucket's left list, its buckets proven by the entries it takes from
+them). They write what the
 library writes here, where a claim recovers at the instant it was taken and no
 order bucket has a left list.
 
