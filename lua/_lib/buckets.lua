@@ -442,7 +442,7 @@ function TIME.family(counts, index, field, suffix, letter, span_letter, counted)
   methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "slot", "tidy", "count"
   methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "fit", "apply", "page"
   methods[#methods + 1], methods[#methods + 2] = "remove_all", "gone"
-  methods[#methods + 1], methods[#methods + 2], methods[#methods + 3] = "named_holding", "named_at", "emptied"
+  methods[#methods + 1], methods[#methods + 2] = "named_holding", "emptied"
   for i = 1, #methods do -- (a library's load has no ipairs)
     family[methods[i]] = TIME[methods[i]]
   end
@@ -660,45 +660,28 @@ function TIME:emptied(start)
   end
 end
 
--- The latest of the buckets the call named (after its roles) that start at or
--- before instant r (16 digits) and hold member scored by r, and its start; nil
--- where none does. Read without the geometry, the index or a left list: a
--- bucket holds a member of instant r only while it holds that instant (a
--- member left on a left list by an earlier entry of another instant is scored
--- by that one; one that comes back at r leaves the list: TIME:apply).
+-- The bucket the call named (after its roles) that holds member scored by
+-- instant r (16 digits), and its start; nil where none does. Read without the
+-- geometry, the index or a left list: only the bucket holding instant r holds
+-- a member scored by r (one left on a left list by an entry of another
+-- instant is scored by that one; one that comes back at r leaves the list:
+-- TIME:apply).
 function TIME:named_holding(r, member)
-  local rn = tonumber(r)
-  for _, b in ipairs(self:named_at(rn)) do
-    local key = b.key
-    local score = redis.call("ZSCORE", key, member)
-    if score and tonumber(score) == rn - tonumber(b.start) then
-      return key, b.start
-    end
-  end
-  return nil
-end
-
--- The buckets of the family the call named (after its roles) that start at
--- or before instant rn (ms, offset as instants are), latest first: {key,
--- start} each.
-function TIME:named_at(rn)
-  local prefix, keys, out = memo().base .. self.suffix, KEYS, {}
+  local prefix, keys, rn = memo().base .. self.suffix, KEYS, tonumber(r)
   for i = K.roles + 1, #keys do
     local key = keys[i]
     if string.sub(key, 1, #prefix) == prefix then
       local start = string.sub(key, #prefix + 1)
       local sn = #start == INSTANT_WIDTH and not string.find(start, "%D") and tonumber(start)
       if sn and sn <= rn then
-        local j = #out + 1 -- (a few: kept in order as they come)
-        while j > 1 and tonumber(out[j - 1].start) < sn do
-          out[j] = out[j - 1]
-          j = j - 1
+        local score = redis.call("ZSCORE", key, member)
+        if score and tonumber(score) == rn - sn then
+          return key, start
         end
-        out[j] = { key = key, start = start }
       end
     end
   end
-  return out
+  return nil
 end
 
 -- The span that would hold TIME.FIT members at the rate of the newest
