@@ -6,7 +6,8 @@ Starts a throwaway server under Valgrind's callgrind (``apt-get install
 valgrind``), fills a tenant with ``--rows`` rows per structure (so that every
 structure is past its compact encoding, as at a tenant's usual size), and
 counts the instructions the server executes for ``--calls`` calls of each
-operation of an event's and a timer's life cycle, next to a trivial script
+operation of an event's and a timer's life cycle, and of the operations on a
+whole run (``unsubscribe_run``, ``seal``, ``close``, ``disarm_run``), next to a trivial script
 (``return 1`` by ``EVALSHA``) counted the same way: each operation's count per
 call and its multiple of the trivial script's. The count covers everything the
 server does for a call (reading the request, the script, its commands, the
@@ -69,7 +70,7 @@ from floor import (
     sketch_lives,
 )
 from lean import LEAN, lean_life, subscribed
-from targets import TRIVIAL, at, event, fill, server_version, wait
+from targets import TRIVIAL, at, event, fill, server_version, single_operations, wait
 
 from agentplane_redis import RedisStore, Timer
 from agentplane_redis.drivers import FIRST_SEND
@@ -278,8 +279,18 @@ def operations(client: redis.Redis, store: RedisStore, n: int) -> dict[str, Call
     }
 
 
+#: The operations on a whole run, counted as ``targets.py`` prepares them.
+RUN_OPERATIONS = (
+    "unsubscribe_run (one wait)",
+    "seal",
+    "close (a wait and a timer)",
+    "disarm_run (one timer)",
+)
+
+
 def counts(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> dict[str, float]:
-    """Instructions per call of each operation, and per life cycle."""
+    """Instructions per call of each operation, per life cycle, and of the
+    operations on a whole run."""
     out: dict[str, float] = {}
     for name, batch in operations(client, store, n).items():
         if name == "arm, for the pages":
@@ -287,6 +298,12 @@ def counts(server: Counted, client: redis.Redis, store: RedisStore, n: int) -> d
             batch()
         else:
             out[name] = server.count(batch) / n
+    singles = single_operations(store, n)
+    for name in RUN_OPERATIONS:
+        prepare, op = singles[name]
+        for i in range(n if prepare else 0):
+            prepare(i)  # type: ignore[misc]
+        out[name] = server.count(lambda op=op: [op(i) for i in range(n)]) / n
     out["event life"] = out["deliver"] + out["claim_for"] + out["unsubscribe"]
     out["timer life"] = out["arm"] + out["claim_due, per timer (pages of 128)"] + out["disarm"]
     out["timer life, completed by disarm_many"] = (

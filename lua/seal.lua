@@ -33,15 +33,15 @@ return guard(function()
   if is_sealed(run) then
     return words("SEEN", decimal(at))
   end
-  local waits = run_waits(run)
-  local timers = run_timers(run)
+  local waits, timers = run_waits(run), run_timers(run)
+  local wids, marked = run_marks(run, { "L", "B" })
   for _, w in ipairs(waits) do
-    if not is_marked(w.wid) then -- unparked, it leaves the election
+    if not marked[w.wid] then -- unparked, it leaves the election
       election_checked(w.attrs, w.rows)
     end
   end
   need_checked()
-  seal_run(run, at, { waits = waits })
+  seal_run(run, at, { waits = waits, marks = wids, marked = marked })
   -- Held timers return to the walk, so the next claim_due retires them.
   expose_timers(timers)
   return words("NEW", decimal(at))

@@ -294,6 +294,8 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
         "| lean, the fewest commands: event life |",
         "| lean, the fewest commands, the strings from the client: event life |",
         "| the same, with the call token (a first send) and the reply remembered |",
+        "| close (a wait and a timer) |",
+        "| disarm_run (one timer) |",
     )
     # where one operation's instructions go, by the embedded Valkey's own functions
     split = run("instructions.py", "--rows", "150", "--calls", "24", "--split", "claim_for")

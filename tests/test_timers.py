@@ -281,6 +281,23 @@ def test_armed_lists_one_run_in_effect_order(store):
     assert store.timers.armed("none") == []
 
 
+def test_a_run_named_with_glob_characters_reaches_only_its_own_timers_and_waits(store):
+    """A run's rows are picked by its name as a prefix: glob characters in it match
+    only themselves, and a run whose name extends it is another run."""
+    runs = ["r*", "r?", "r[a]", "r\\", "ra", "r[a]b", "r*x"]
+    for run in runs:
+        store.timers.arm(timer(run, "t", 0))
+        store.events.subscribe(sub(run, "w", f"k/{runs.index(run)}"), at=at(0))
+    assert [t.run for t in store.timers.armed("r*")] == ["r*"]
+    assert store.timers.disarm_run("r[a]") == 1
+    assert store.events.unsubscribe_run("r?") == Retired(1, ())
+    closed = store.runs.close("r*")
+    assert (closed.retired.waits, closed.timers) == (1, 1)
+    left = ["r\\", "ra", "r[a]b", "r*x"]
+    assert sorted(t.run for t in store.timers.pending()) == sorted([*left, "r?"])
+    assert sorted(w.run for w in store.events.waiting()) == sorted([*left, "r[a]"])
+
+
 def test_next_due_is_the_soonest_fire_at_even_if_past_or_held(store):
     """None when empty; else what pending(1) would return."""
     assert store.timers.next_due() is None

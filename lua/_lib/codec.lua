@@ -169,6 +169,29 @@ local function with_prefix(key, prefix, limit)
   return redis.call("ZRANGEBYLEX", key, "[" .. prefix, "(" .. prefix .. "\255")
 end
 
+-- The fields of the hash key that start with prefix, each once, and their
+-- values, as a flat list: the server picks them (HSCAN ... MATCH), so the
+-- hash's other fields cost no Lua. A hash is read whole in one page up to 1,024
+-- fields, and in pages beyond (which may repeat a field).
+local function fields_with_prefix(key, prefix)
+  local glob = string.gsub(prefix, "[%*%?%[%]\\]", "\\%0") .. "*"
+  local out, seen, n, cursor = {}, {}, 0, "0"
+  repeat
+    local page = redis.call("HSCAN", key, cursor, "MATCH", glob, "COUNT", "1024")
+    local flat = page[2]
+    for i = 1, #flat, 2 do
+      local field = flat[i]
+      if not seen[field] and string.sub(field, 1, #prefix) == prefix then
+        seen[field] = true
+        out[n + 1], out[n + 2] = field, flat[i + 1]
+        n = n + 2
+      end
+    end
+    cursor = page[1]
+  until cursor == "0"
+  return out
+end
+
 -- Variadic commands for whole lists, so a step's cost is not dominated by
 -- calls. Lists go in chunks: Lua 5.1 unpacks a few thousand values at most.
 local CHUNK = 1000

@@ -192,14 +192,8 @@ end
 
 -- The rows a run holds claims on, in (received_at, source, id) order, checked.
 -- A wait holding a claim is parked, its mark naming the row, so the run's
--- claims are named by its marks, of every class.
-local function run_claims(run)
-  local prefix, wids = enc(run), {}
-  for _, class in ipairs({ "L", "B", "S" }) do
-    for _, m in ipairs(with_prefix(K.mark_index, class .. prefix)) do
-      wids[#wids + 1] = string.sub(m, 2)
-    end
-  end
+-- claims are named by its marks, of every class (wids: run_marks').
+local function run_claims(run, wids)
   local eids, holders = {}, {}
   for i, mark in ipairs(#wids > 0 and hmget_all(K.marks, wids) or {}) do
     local eid = mark_held(mark)
@@ -221,9 +215,10 @@ local function run_claims(run)
   return out
 end
 
--- A run's waits (with attributes) and claims, read and checked before any write.
+-- A run's waits (with attributes), marks and claims, read and checked before any write.
 local function read_run(run)
-  return { waits = run_waits(run), claims = run_claims(run) }
+  local wids, marked = run_marks(run)
+  return { waits = run_waits(run), marks = wids, marked = marked, claims = run_claims(run, wids) }
 end
 
 -- unsubscribe_run: retires every wait and mark of the run; releases (or, if
@@ -242,7 +237,7 @@ local function releases_checked(state, unanswered)
     -- An unparked wait leaves the election as it is retired, and every one
     -- the registration order.
     for _, w in ipairs(state.waits) do
-      if not is_marked(w.wid) then
+      if not state.marked[w.wid] then
         election_checked(w.attrs, w.rows)
       end
       if w.attrs then
@@ -256,14 +251,16 @@ end
 
 local function retire_run(run, unanswered, state)
   releases_checked(state, unanswered)
-  local waits, claims = state.waits, state.claims
-  local count, released, prefix = 0, {}, enc(run)
+  local waits, claims, marked = state.waits, state.claims, state.marked
+  local count, released, retired = 0, {}, {}
   for _, w in ipairs(waits) do
-    count = count + retire_wait(w.wid, w.attrs, w.rows)
+    count = count + retire_wait(w.wid, w.attrs, w.rows, marked[w.wid] ~= nil)
+    retired[w.wid] = true
   end
-  for _, class in ipairs({ "L", "B", "S" }) do
-    for _, m in ipairs(with_prefix(K.mark_index, class .. prefix)) do
-      mark_clear(string.sub(m, 2))
+  -- The marks of waits without a row (bare, or left by a sealed run's retirement).
+  for _, wid in ipairs(state.marks) do
+    if not retired[wid] then
+      mark_clear(wid)
     end
   end
   for _, c in ipairs(claims) do
@@ -282,17 +279,18 @@ end
 -- seal: writes the marker of an unsealed run. Its waits (read beforehand) leave
 -- the election indexes and its marks become "sealed" marks, which parked_waits retires.
 local function seal_run(run, at, state)
-  local prefix = enc(run)
+  local marked = state.marked
   redis.call("HSET", K.seals, run, decimal(at))
   for _, w in ipairs(state.waits) do
-    if not is_marked(w.wid) then
+    if not marked[w.wid] then
       electable_set(w.wid, w.attrs, false, w.rows)
     end
   end
-  for _, class in ipairs({ "L", "B" }) do
-    for _, m in ipairs(with_prefix(K.mark_index, class .. prefix)) do
-      redis.call("ZREM", K.mark_index, m)
-      redis.call("ZADD", K.mark_index, "0", "S" .. string.sub(m, 2))
+  for _, wid in ipairs(state.marks) do
+    local class = marked[wid]
+    if class ~= "S" then
+      redis.call("ZREM", K.mark_index, class .. wid)
+      redis.call("ZADD", K.mark_index, "0", "S" .. wid)
     end
   end
   return true

@@ -43,11 +43,6 @@ local function timer_member(tid, attrs)
   return tid .. attrs
 end
 
--- Whether member m is one of run's (its tid starts with enc(run)).
-local function of_run(prefix, field)
-  return string.sub(field, 1, #prefix) == prefix
-end
-
 -- Which of the members ms are unheld (in the walk): a list of booleans, the
 -- others checked to be held (a member in neither is corrupt).
 local function unheld_of(ms)
@@ -82,12 +77,9 @@ end
 -- The run's timers in its bucket, checked (timers_checked): a list of {tid, m, unheld}.
 local function run_timers(run)
   timer_geometry()
-  local prefix, out = enc(run), {}
-  local flat = redis.call("HGETALL", K.timer_bucket)
+  local out, flat = {}, fields_with_prefix(K.timer_bucket, enc(run))
   for i = 1, #flat, 2 do
-    if of_run(prefix, flat[i]) then
-      out[#out + 1] = { tid = flat[i], m = timer_member(flat[i], flat[i + 1]) }
-    end
+    out[#out + 1] = { tid = flat[i], m = timer_member(flat[i], flat[i + 1]) }
   end
   return timers_checked(out)
 end

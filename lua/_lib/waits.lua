@@ -126,6 +126,21 @@ local function mark_read(wid)
   return mark, mark_held(mark)
 end
 
+-- The marks of a run's waits, read from their index (a mark's member there is
+-- of its class, invariant 4): the wids, class by class ("L", "B", "S", or the
+-- classes given: an unsealed run has no "S"), and each one's class by wid. A
+-- wait of the run not among them has no mark.
+local function run_marks(run, classes)
+  local prefix, wids, class_of = enc(run), {}, {}
+  for _, class in ipairs(classes or { "L", "B", "S" }) do
+    for _, m in ipairs(with_prefix(K.mark_index, class .. prefix)) do
+      local wid = string.sub(m, 2)
+      wids[#wids + 1], class_of[wid] = wid, class
+    end
+  end
+  return wids, class_of
+end
+
 -- The wait's key rows (wait_read's), none when it is not registered.
 local function key_rows(wid)
   local _, rows = wait_read(wid)
@@ -356,8 +371,9 @@ end
 -- Removes the wait's key rows, index entries and mark; rows: its key rows,
 -- when the caller has read them (and checked them with TIME.order.checked).
 -- Returns 1 when the wait was registered, else 0.
-local function retire_wait(wid, attrs, rows)
-  local parked = mark_clear(wid)
+local function retire_wait(wid, attrs, rows, marked)
+  -- marked: whether the wait has a mark, where the caller read it (run_marks).
+  local parked = marked ~= false and mark_clear(wid)
   if not attrs then
     return 0
   end
@@ -409,23 +425,14 @@ end
 -- attrs, rows} (wait_parse's), read from its wait bucket, whose other runs'
 -- rows the server passes over (a glob of the run's component).
 local function run_waits(run)
-  local prefix, out, seen, cursor = enc(run), {}, {}, "0"
-  local bucket = WAIT.named(run)
-  local glob = string.gsub(prefix, "[%*%?%[%]\\]", "\\%0") .. "*"
-  repeat
-    local page = redis.call("HSCAN", bucket, cursor, "MATCH", glob, "COUNT", "1024")
-    local flat = page[2]
-    for i = 1, #flat, 2 do
-      local wid = flat[i]
-      if not seen[wid] and string.sub(wid, 1, #prefix) == prefix then
-        seen[wid] = true
-        wid_ends(wid)
-        local attrs, rows = wait_parse(wid, flat[i + 1])
-        out[#out + 1] = { wid = wid, effect = dec(string.sub(wid, #prefix + 1)), attrs = attrs, rows = rows }
-      end
-    end
-    cursor = page[1]
-  until cursor == "0"
+  local prefix, out = enc(run), {}
+  local flat = fields_with_prefix(WAIT.named(run), prefix)
+  for i = 1, #flat, 2 do
+    local wid = flat[i]
+    wid_ends(wid)
+    local attrs, rows = wait_parse(wid, flat[i + 1])
+    out[#out + 1] = { wid = wid, effect = dec(string.sub(wid, #prefix + 1)), attrs = attrs, rows = rows }
+  end
   table.sort(out, function(a, b)
     return bytes_lt(a.wid, b.wid)
   end)
