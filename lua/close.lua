@@ -45,11 +45,9 @@ return guard(function()
   end
   local state, timers = read_run(run), run_timers(run)
   releases_checked(state, unanswered)
-  local newly = not is_sealed(run)
-  if newly then
-    -- Everything the seal would re-index is retired below, so only the marker is written.
-    redis.call("HSET", K.seals, run, decimal(at))
-  end
+  -- Everything the seal would re-index is retired below, so only the marker is
+  -- written, where the run has none.
+  local newly = redis.call("HSETNX", K.seals, run, decimal(at)) == 1
   local waits, released = retire_run(run, unanswered, state)
   timers_delete(timers)
   return { "OK", waits, released, #timers, newly and "1" or "0" }
