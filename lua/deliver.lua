@@ -52,10 +52,14 @@ local function resumed_usual(event, at)
   local created, wid = string.sub(entry, #any + 1, #any + INSTANT_WIDTH), string.sub(entry, #any + INSTANT_WIDTH + 1)
   local first, second = wid_ends(wid)
   local run = unescape(string.sub(wid, 1, first - 1))
-  -- Its wait bucket; where the call did not name it (a store that registered
-  -- none of the waits), NEED, as the election would answer, before more work.
-  local bucket = WAIT.named(run)
-  local m = redis.call("HGET", bucket, wid)
+  -- Its row, in a wait bucket the call named (found there, the bucket is
+  -- current: no hash of the run, no geometry); else in its run's bucket, and
+  -- where the call did not name that (a store that registered none of the
+  -- waits), NEED, as the election would answer, before more work.
+  local _, m = WAIT.found(wid)
+  if not m then
+    m = redis.call("HGET", WAIT.named(run), wid)
+  end
   -- Of this kind, with this one key row: its attributes' four components, then the row.
   local cut = m and #m - #nv - INSTANT_WIDTH
   if not m or string.sub(m, 1, #kind) ~= kind or string.sub(m, cut + 1) ~= nv .. created then
