@@ -56,9 +56,10 @@ local function resumed_usual(event, at)
   -- current: no hash of the run, no geometry); else in its run's bucket, and
   -- where the call did not name that (a store that registered none of the
   -- waits), NEED, as the election would answer, before more work.
-  local _, m = WAIT.found(wid)
-  if not m then
-    m = redis.call("HGET", WAIT.named(run), wid)
+  local bucket, m = WAIT.found(wid)
+  if not bucket then
+    bucket = WAIT.named(run)
+    m = redis.call("HGET", bucket, wid)
   end
   -- Of this kind, with this one key row: its attributes' four components, then the row.
   local cut = m and #m - #nv - INSTANT_WIDTH
