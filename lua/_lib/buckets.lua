@@ -65,7 +65,8 @@ end
 -- made with an older geometry is answered {"BUCKETS", geometry} (guard), before
 -- any write.
 local function geometry_checked(family)
-  local text = redis.call("HGET", K.geometry, family) or "0 0"
+  -- (A call of a run's waits and timers read the timer field with the others: key_geometry.)
+  local text = family == "timer" and PER_CALL.timer_text or redis.call("HGET", K.geometry, family) or "0 0"
   if text ~= GEO then
     error({ agentplane_regrown = text }, 0)
   end
@@ -194,11 +195,14 @@ end
 local function key_geometry()
   local g = PER_CALL.key_geometry
   if not g then
-    -- The time buckets' fields too (TIME:state, below): one read for all.
-    local fields = redis.call("HMGET", K.geometry, "key", "live", "order", "wait")
+    -- The time buckets' fields too (TIME:state, below), and the timer
+    -- buckets' where the call names one (geometry_checked): one read for all.
+    local fields = K.timer_bucket and redis.call("HMGET", K.geometry, "key", "live", "order", "wait", "timer")
+      or redis.call("HMGET", K.geometry, "key", "live", "order", "wait")
     local m = memo()
     PER_CALL.time_text = { live = fields[2], order = fields[3] }
     PER_CALL.wait_text = fields[4] or "0 0"
+    PER_CALL.timer_text = K.timer_bucket and (fields[5] or "0 0") or nil
     g = geometry_of(m, "key", fields[1] or "0 0")
     PER_CALL.key_geometry = g
     PER_CALL.key_prefix = m.key
