@@ -286,12 +286,9 @@ local function seal_run(run, at, state)
       electable_set(w.wid, w.attrs, false, w.rows)
     end
   end
-  for _, wid in ipairs(state.marks) do
-    local class = marked[wid]
-    if class ~= "S" then
-      redis.call("ZREM", K.mark_index, class .. wid)
-      redis.call("ZADD", K.mark_index, "0", "S" .. wid)
-    end
+  for _, wid in ipairs(state.marks) do -- of classes "L" and "B" (run_marks)
+    redis.call("ZREM", K.mark_index, marked[wid] .. wid)
+    redis.call("ZADD", K.mark_index, "0", "S" .. wid)
   end
   return true
 end
