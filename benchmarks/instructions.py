@@ -29,8 +29,8 @@ one run each::
 What the count leaves out is the time an instruction waits for memory, which
 grows with the data (``flatness.py`` measures that) and varies by machine.
 
-``--split buffer`` (any operation of the table, or ``lean deliver``, ``lean
-claim_for``, ``lean unsubscribe``) prints instead where that
+``--split buffer`` (any operation of the table, the operations on a whole
+run among them, or ``lean deliver``, ``lean claim_for``, ``lean unsubscribe``) prints instead where that
 operation's instructions go, by the server's own functions: reading the request
 and writing the reply, entering the function, the commands it calls through
 ``redis.call`` and the commands' own share of them, Lua's garbage collector,
@@ -318,8 +318,14 @@ def split(server: Counted, client: redis.Redis, store: RedisStore, n: int, op: s
     ``lean claim_for``, ``lean unsubscribe``) splits a step of ``lean.py``'s."""
     batches = operations(client, store, n)
     lean = [f"lean {step}" for step in ("deliver", "claim_for", "unsubscribe")]
-    if op not in batches and op not in lean:
-        raise SystemExit(f"--split takes one of: {', '.join([*batches, *lean])}")
+    if op not in batches and op not in lean and op not in RUN_OPERATIONS:
+        names = [*batches, *RUN_OPERATIONS, *lean]
+        raise SystemExit(f"--split takes one of: {', '.join(names)}")
+    if op in RUN_OPERATIONS:
+        prepare, call = single_operations(store, n)[op]
+        for i in range(n if prepare else 0):
+            prepare(i)  # type: ignore[misc]
+        batches = {op: lambda: [call(i) for i in range(n)]}
     if op in lean:
         client.function_load(LEAN, replace=True)
         subscribed(client, store.tenant, 9 * 10**6, n)

@@ -311,6 +311,10 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
     assert collector >= 0
     assert all(count > 0 for count in shares.values()), shares
     assert abs(sum(shares.values()) + collector - whole) <= len(shares) + 1, (shares, whole)
+    # an operation on a whole run, prepared as targets.py prepares it
+    run_split = run("instructions.py", "--rows", "150", "--calls", "8", "--split", "seal")
+    assert "| the rest of the Lua |" in run_split, run_split
+    assert "seal, 8 calls" in run_split, run_split
     # an ingress delivery's first call, stopped at each step of deliver's usual path
     steps = run("instructions.py", "--rows", "150", "--calls", "8", "--stages")
     counts = [
