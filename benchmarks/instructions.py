@@ -30,12 +30,13 @@ What the count leaves out is the time an instruction waits for memory, which
 grows with the data (``flatness.py`` measures that) and varies by machine.
 
 ``--split buffer`` (any operation of the table, the operations on a whole
-run among them, or ``lean deliver``, ``lean claim_for``, ``lean unsubscribe``) prints instead where that
-operation's instructions go, by the server's own functions: reading the request
-and writing the reply, entering the function, the commands it calls through
-``redis.call`` and the commands' own share of them, Lua's garbage collector,
-and the rest of its Lua. That needs a server binary with its symbols, as the
-embedded Valkey's has (Debian's redis-server is stripped)::
+run among them, or ``lean deliver``, ``lean claim_for``, ``lean
+unsubscribe``) prints instead where that operation's instructions go, by the
+server's own functions: reading the request and writing the reply, entering
+the function, the commands it calls through ``redis.call`` and the commands'
+own share of them, Lua's garbage collector, and the rest of its Lua. That
+needs a server binary with its symbols, as the embedded Valkey's has (Debian's
+redis-server is stripped)::
 
     python benchmarks/instructions.py --split buffer
 

@@ -43,12 +43,23 @@ return guard(function()
   for i = 3, #ARGV do
     unanswered[ARGV[i]] = true
   end
-  local state, timers = read_run(run), run_timers(run)
-  releases_checked(state, unanswered)
-  -- Everything the seal would re-index is retired below, so only the marker is
-  -- written, where the run has none.
-  local newly = redis.call("HSETNX", K.seals, run, decimal(at)) == 1
-  local waits, released = retire_run(run, unanswered, state)
+  -- Its timers are read first: reading them may answer NEED, and the usual
+  -- run's wait is retired at once.
+  local timers = run_timers(run)
+  local usual, wids, marked, flat = WAIT.retired_usual_run(run, unanswered)
+  if not usual then
+    local state = read_run(run, wids, marked, flat)
+    releases_checked(state, unanswered)
+    -- Everything the seal would re-index is retired below, so only the marker
+    -- is written, where the run has none.
+    local newly = redis.call("HSETNX", K.seals, run, decimal(at)) == 1
+    local waits, released = retire_run(run, unanswered, state)
+    timers_delete(timers)
+    return { "OK", waits, released, #timers, newly and "1" or "0" }
+  end
+  local newly = redis.call("HSETNX", K.seals, run, decimal(at)) == 1 and "1" or "0"
   timers_delete(timers)
-  return { "OK", waits, released, #timers, newly and "1" or "0" }
+  -- with the text remember would make of it
+  local removed = decimal(#timers)
+  return { "OK", 1, {}, #timers, newly, text = "*5:$2:OK:1;*0::" .. removed .. ";$1:" .. newly }
 end)

@@ -215,10 +215,36 @@ local function run_claims(run, wids)
   return out
 end
 
--- A run's waits (with attributes), marks and claims, read and checked before any write.
-local function read_run(run)
+-- A run's waits (with attributes), marks and claims, read and checked before
+-- any write; wids, marked and flat: its marks (run_marks') and rows (WAIT.run_rows'),
+-- where read already.
+local function read_run(run, wids, marked, flat)
+  if not wids then
+    wids, marked = run_marks(run)
+  end
+  return { waits = run_waits(run, flat), marks = wids, marked = marked, claims = run_claims(run, wids) }
+end
+
+-- The usual run: one registered wait and no mark but its own, retired field
+-- by field as unsubscribe retires a wait (WAIT.retire_usual), unless its claim is
+-- to be released (its effect unanswered). Returns whether it retired it,
+-- having written nothing where not, and what it read: the run's marks
+-- (run_marks') and rows (WAIT.run_rows'), for read_run.
+function WAIT.retired_usual_run(run, unanswered)
   local wids, marked = run_marks(run)
-  return { waits = run_waits(run), marks = wids, marked = marked, claims = run_claims(run, wids) }
+  local flat = WAIT.run_rows(run)
+  local wid, mark = flat[1], nil
+  if #flat ~= 2 or #wids > 1 or wids[1] and wids[1] ~= wid then
+    return false, wids, marked, flat
+  end
+  wid_ends(wid) -- a corrupt id is reported as read_run reports it
+  if wids[1] then
+    mark = redis.call("HGET", K.marks, wid)
+    if not mark or mark_held(mark) and unanswered[select(2, wid_parts(wid))] then
+      return false, wids, marked, flat
+    end
+  end
+  return WAIT.retire_usual(wid, WAIT.named(run), flat[2], mark), wids, marked, flat
 end
 
 -- unsubscribe_run: retires every wait and mark of the run; releases (or, if

@@ -393,6 +393,88 @@ local function retire_wait(wid, attrs, rows, marked)
   return 1
 end
 
+-- The usual wait, retired field by field: registered with one key row, its
+-- claim (if any) a row held for it, its election entry's key bucket named by
+-- the call. Where the call named the order bucket holding its member, found
+-- by the member's score (TIME:named_holding), the wait leaves it with no
+-- geometry, index or left list read, and a bucket emptied, or left with only
+-- the members on its left list, leaves the index.
+-- Else it leaves the bucket holding its instant, directly where the call
+-- named that, or by the bucket's left list (buckets.lua, TIME), unless that
+-- is then due for tidying. m: its row, mark: its mark as stored. Reads
+-- and checks everything before its first write, then writes as retire_wait and
+-- shed do; answers false, having written nothing, for any other wait, which
+-- the general path retires (and reports, if corrupt) from what was read.
+function WAIT.retire_usual(wid, bucket, m, mark)
+  local kind_end = string.find(m, TERM, 1, true)
+  local step_end = kind_end and string.find(m, TERM, kind_end + 1, true)
+  local case_end = step_end and string.find(m, TERM, step_end + 1, true)
+  local attrs_end = case_end and string.find(m, TERM, case_end + 1, true)
+  local ns_end = attrs_end and string.find(m, TERM, attrs_end + 1, true)
+  local key_end = ns_end and string.find(m, TERM, ns_end + 1, true)
+  local created = string.sub(m, -INSTANT_WIDTH)
+  if not key_end or #m ~= key_end + INSTANT_WIDTH or string.find(created, "%D") then
+    return false
+  end
+  local key, start = TIME.order:named_holding(created, wid) -- its bucket, if named
+  local direct, listed = key ~= nil, false
+  if not direct then
+    start = TIME.order:holding(created)
+    if not start then
+      return false
+    end
+    local left = TIME.order:left(start)
+    key = TIME.order:key(start)
+    listed = not named(key)
+    if listed and (left.n + 1 >= TIME.TIDY or left.n + 1 >= left.entries) then
+      return false
+    end
+  end
+  local nv, attrs = string.sub(m, attrs_end + 1, key_end), nil
+  if not mark then -- unparked, it leaves the election: its entry's bucket named?
+    attrs = { false, string.sub(m, 1, kind_end), string.sub(m, case_end + 1, attrs_end) }
+    if not select(2, key_bucket(attrs[A_KIND] .. nv)) then
+      return false
+    end
+  end
+  -- Its held row last: the general path reads it again only where it is corrupt.
+  local held, raw, nl = mark_held(mark), nil, nil
+  if held then
+    raw = redis.call("HGET", K.events, held)
+    nl = raw and string.find(raw, "\n", 1, true)
+    if not nl or string.sub(raw, 1, 1) ~= "H" or string.sub(raw, 22, 21 + #wid) ~= wid then
+      return false
+    end
+  end
+  if direct then
+    redis.call("ZREM", key, wid)
+    local entries = redis.call("HINCRBY", K.wait_order, start, "-1")
+    if entries <= 0 then
+      TIME.order:emptied(start)
+    elseif entries < TIME.TIDY and redis.call("HEXISTS", K.wait_order, "g" .. start) == 1 then
+      -- Where only members on its left list remain (a list holds fewer than
+      -- TIME.TIDY), they go, and the bucket with them.
+      local left = TIME.order:left(start)
+      if left.n >= left.entries then
+        TIME.order:count(start, -TIME.order:tidy(key, start))
+      end
+    end
+  else
+    TIME.order:remove_all({ { member = wid, start = start, key = not listed and key } })
+  end
+  mark_clear(wid)
+  redis.call("HDEL", bucket, wid)
+  if attrs then
+    local bucket, entry = election_entry(attrs, nv, created, wid) -- (its key bucket)
+    redis.call("ZREM", bucket, entry)
+  end
+  redis.call("INCRBY", K.wait_count, "-1")
+  if raw then
+    shed_stored(held, raw, nl)
+  end
+  return true
+end
+
 -- A Subscription reply: {run, effect, attributes text, {ns, value, ...}}, keys
 -- sorted; rows: the wait's key_rows, when the caller has read them.
 local function sub_reply(run, effect, wid, attrs, rows)
@@ -421,12 +503,17 @@ local function sub_status(status, at, sub)
   return { status, at, sub, text = text }
 end
 
+-- The rows of a run's waits in its wait bucket, {wid, row, ...}, whose other
+-- runs' rows the server passes over (a glob of the run's component).
+function WAIT.run_rows(run)
+  return fields_with_prefix(WAIT.named(run), enc(run))
+end
+
 -- The registered waits of a run, in effect order: a list of {wid, effect,
--- attrs, rows} (wait_parse's), read from its wait bucket, whose other runs'
--- rows the server passes over (a glob of the run's component).
-local function run_waits(run)
+-- attrs, rows} (wait_parse's); flat: its rows (run_rows), where read already.
+local function run_waits(run, flat)
   local prefix, out = enc(run), {}
-  local flat = fields_with_prefix(WAIT.named(run), prefix)
+  flat = flat or WAIT.run_rows(run)
   for i = 1, #flat, 2 do
     local wid = flat[i]
     wid_ends(wid)
