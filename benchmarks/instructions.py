@@ -29,14 +29,14 @@ one run each::
 What the count leaves out is the time an instruction waits for memory, which
 grows with the data (``flatness.py`` measures that) and varies by machine.
 
-``--split buffer`` (any operation of the table, the operations on a whole
-run among them, or ``lean deliver``, ``lean claim_for``, ``lean
-unsubscribe``) prints instead where that operation's instructions go, by the
-server's own functions: reading the request and writing the reply, entering
-the function, the commands it calls through ``redis.call`` and the commands'
-own share of them, Lua's garbage collector, and the rest of its Lua. That
-needs a server binary with its symbols, as the embedded Valkey's has (Debian's
-redis-server is stripped)::
+``--split buffer`` (any operation of the table, or of ``targets.py``'s single
+operations, or ``lean deliver``, ``lean claim_for``, ``lean unsubscribe``)
+prints instead where that operation's instructions go, by the server's own
+functions: reading the request and writing the reply, entering the function,
+the commands it calls through ``redis.call`` and the commands' own share of
+them, Lua's garbage collector, and the rest of its Lua. That needs a server
+binary with its symbols, as the embedded Valkey's has (Debian's redis-server
+is stripped)::
 
     python benchmarks/instructions.py --split buffer
 
@@ -319,11 +319,12 @@ def split(server: Counted, client: redis.Redis, store: RedisStore, n: int, op: s
     ``lean claim_for``, ``lean unsubscribe``) splits a step of ``lean.py``'s."""
     batches = operations(client, store, n)
     lean = [f"lean {step}" for step in ("deliver", "claim_for", "unsubscribe")]
-    if op not in batches and op not in lean and op not in RUN_OPERATIONS:
-        names = [*batches, *RUN_OPERATIONS, *lean]
+    singles = single_operations(store, n)
+    if op not in batches and op not in lean and op not in singles:
+        names = [*batches, *singles, *lean]
         raise SystemExit(f"--split takes one of: {', '.join(names)}")
-    if op in RUN_OPERATIONS:
-        prepare, call = single_operations(store, n)[op]
+    if op not in batches and op in singles:
+        prepare, call = singles[op]
         for i in range(n if prepare else 0):
             prepare(i)  # type: ignore[misc]
         batches = {op: lambda: [call(i) for i in range(n)]}

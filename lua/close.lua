@@ -44,7 +44,9 @@ return guard(function()
     unanswered[ARGV[i]] = true
   end
   -- Its timers are read first: reading them may answer NEED, and the usual
-  -- run's wait is retired at once.
+  -- run's wait is retired at once. The geometry first, in one read for all
+  -- the families (key_geometry).
+  key_geometry()
   local timers = run_timers(run)
   local usual, wids, marked, flat = WAIT.retired_usual_run(run, unanswered)
   if not usual then

@@ -462,7 +462,9 @@ function WAIT.retire_usual(wid, bucket, m, mark)
   else
     TIME.order:remove_all({ { member = wid, start = start, key = not listed and key } })
   end
-  mark_clear(wid)
+  if mark then -- (as read: none to clear where the wait has none)
+    mark_clear(wid)
+  end
   redis.call("HDEL", bucket, wid)
   if attrs then
     local bucket, entry = election_entry(attrs, nv, created, wid) -- (its key bucket)
