@@ -49,19 +49,21 @@ return guard(function()
   key_geometry()
   local timers = run_timers(run)
   local usual, wids, marked, flat = WAIT.retired_usual_run(run, unanswered)
-  if not usual then
-    local state = read_run(run, wids, marked, flat)
+  local state = not usual and read_run(run, wids, marked, flat)
+  if state then
     releases_checked(state, unanswered)
-    -- Everything the seal would re-index is retired below, so only the marker
-    -- is written, where the run has none.
-    local newly = redis.call("HSETNX", K.seals, run, decimal(at)) == 1
-    local waits, released = retire_run(run, unanswered, state)
-    timers_delete(timers)
-    return { "OK", waits, released, #timers, newly and "1" or "0" }
   end
+  -- Everything the seal would re-index is retired, so only the marker is
+  -- written, where the run has none.
   local newly = redis.call("HSETNX", K.seals, run, decimal(at)) == 1 and "1" or "0"
+  local waits, released = 1, {}
+  if state then
+    waits, released = retire_run(run, unanswered, state)
+  end
   timers_delete(timers)
-  -- with the text remember would make of it
-  local removed = decimal(#timers)
-  return { "OK", 1, {}, #timers, newly, text = "*5:$2:OK:1;*0::" .. removed .. ";$1:" .. newly }
+  local reply = { "OK", waits, released, #timers, newly }
+  if usual then -- with the text remember would make of it
+    reply.text = "*5:$2:OK:1;*0::" .. decimal(#timers) .. ";$1:" .. newly
+  end
+  return reply
 end)
