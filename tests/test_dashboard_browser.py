@@ -7,6 +7,7 @@ docs/dashboard.md shows (``overview.png``, ``dead-letters.png``, ``run.png``).""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -134,6 +135,7 @@ def test_the_overview_updates_when_events_arrive(browser, served):
 
 
 def test_filtering_and_paging_dead_letters(browser, served):
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
@@ -149,6 +151,10 @@ def test_filtering_and_paging_dead_letters(browser, served):
 
     dashboard, _acme = served
     browser.get(dashboard.url("/t/acme/dead-letters"))
+    # Under load the driver can answer before the table is in the document
+    # (its source, read just after, held every row).
+    with contextlib.suppress(TimeoutException):  # then the assertion says what it got
+        WebDriverWait(browser, 15).until(lambda b: len(rows()) == 51)
     assert len(rows()) == 51, browser.page_source[:3000]  # a header and 50 rows
     shot(browser, "dead-letters.png")
     after(browser.find_element(By.ID, "next").click)
