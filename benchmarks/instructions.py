@@ -70,7 +70,7 @@ from floor import (
     fill_sketch,
     sketch_lives,
 )
-from lean import LEAN, lean_life, subscribed
+from lean import LEAN, LeanTimers, lean_life, subscribed, timer_lives
 from targets import TRIVIAL, at, event, fill, server_version, single_operations, wait
 
 from agentplane_redis import RedisStore, Timer
@@ -396,6 +396,29 @@ def lean_counts(
     return out
 
 
+def lean_timer_counts(
+    server: Counted, client: redis.Redis, store: RedisStore, n: int
+) -> dict[str, float]:
+    """A timer's life through ``lean.py``'s lean timer functions (the library's
+    commands on its layout with the least Lua the path allows), in a copy of the
+    tenant the library's own timer lives ran in, on timers of the same runs and
+    instants."""
+    client.function_load(LEAN, replace=True)
+    tenant = f"{store.tenant}-timers"
+    for key in client.scan_iter(match=f"agentplane:{{{store.tenant}}}:*", count=1000):
+        client.copy(key, key.replace(f"{{{store.tenant}}}".encode(), f"{{{tenant}}}".encode()))
+    _, life = timer_lives(store, LeanTimers(client, tenant), 0, n)
+    counts = {step: server.count(prepare()) / n for step, prepare in life.items()}
+    client.function_delete("agentplane_lean")
+    name = "lean, the library's layout"
+    return {
+        f"{name}: arm": counts["arm"],
+        f"{name}: claim_due, per timer (pages of 128)": counts["claim_due"],
+        f"{name}: disarm": counts["disarm"],
+        f"{name}: timer life": sum(counts.values()),
+    }
+
+
 #: The rows of each set of ``lean.py``'s functions.
 LEAN_ROWS = {
     "lean": "lean, the library's layout",
@@ -521,6 +544,7 @@ def main() -> None:
             return
         found = counts(server, client, store, args.calls)
         found.update(lean_counts(server, client, store, args.calls))
+        found.update(lean_timer_counts(server, client, store, args.calls))
         found.update(sketch_counts(server, client, args.calls, args.rows))
         trivial = found["trivial script"]
         print(

@@ -1,5 +1,5 @@
-"""An event's life in lean scripts on the library's own layout: what the same
-commands cost with as little Lua around them as the path allows.
+"""An event's and a timer's life in lean scripts on the library's own layout: what
+the same commands cost with as little Lua around them as the path allows.
 
     python benchmarks/lean.py [--server valkey|redis] [--calls 256]
 
@@ -41,9 +41,19 @@ components itself), and answer and remember the rows they read instead of
 the library's reply text, which the client would decode; the state checks
 stay. They write what the others write but for the remembered replies.
 
+A timer's life the same way: ``lean_arm`` (a new timer), ``lean_claim_due``
+(a step of the walk, in the steps of ``TIMER_SCAN`` entries the store takes,
+pages of 128 timers) and ``lean_disarm`` (a claimed timer) send the library's
+commands and write what it writes (``timers_equivalent``), with the keys their
+path reads; they give up on a bucket to split, a lapsed lease, a sealed run's
+timer or an identifier that needs escapes. Their checks are the contract's:
+first arming wins, the client's timer geometry is current, a live lease is
+not claimed again, a sealed run's timer is not handed out, a claim's count,
+each reply remembered under its token.
+
 ``instructions.py`` counts them under callgrind next to the library
-(``lean_counts``); run alone, this script checks their equivalence and prints
-each call's server time beside the library's.
+(``lean_counts``, ``lean_timer_counts``); run alone, this script checks their
+equivalence and prints each call's server time beside the library's.
 """
 
 from __future__ import annotations
@@ -51,18 +61,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
 from targets import at, event, server_mean, wait
 
-from agentplane_redis import RedisStore
-from agentplane_redis.codec import payload_text
+from agentplane_redis import RedisStore, Timer
+from agentplane_redis.codec import instant, payload_text, replayed
 from agentplane_redis.drivers import FIRST_SEND
 from agentplane_redis.embedded import Server
 from agentplane_redis.keys import Geometry, TenantKeys, key_hash, tuple_member
-from agentplane_redis.ops import DEFAULT_MAX_PAYLOAD
+from agentplane_redis.ops import DEFAULT_MAX_PAYLOAD, DEFAULT_TIMER_LEASE_MS, TIMER_SCAN
 
 LEAN = r"""#!lua name=agentplane_lean
 -- The event life's path in lean scripts, on the library's layout
@@ -308,6 +318,126 @@ local function unsubscribe(fewest, bare)
   end
 end
 
+-- A timer's life on the library's layout (lua/_lib/timers.lua): arm, a step
+-- of claim_due, disarm; the same commands, keys as few as the path needs.
+
+-- KEYS: timer_walk, geometry, the timer bucket of the run, wake, replies,
+-- replies_old. ARGV: run, effect, fire_at, step, phase, case, the timer
+-- buckets' geometry, lane, number.
+local function arm(k, a)
+  local g = redis.call("HGET", k[2], "timer") or "0 0"
+  if g ~= a[7] then
+    return { "BUCKETS", g }
+  end
+  local tid = comp(a[1]) .. comp(a[2])
+  local attrs = a[4] .. (a[5] == "compensating" and "c" or "f") .. a[6]
+  if redis.call("HSETNX", k[3], tid, attrs) == 0 then
+    remember(k[5], k[6], a[8], a[9], "*1:$4:SEEN")
+    return "SEEN"
+  end
+  local m = tid .. attrs
+  redis.call("ZADD", k[1], a[3], m)
+  if redis.call("ZRANK", k[1], m) == 0 then
+    redis.call("LPUSH", k[4], "t")
+    redis.call("LTRIM", k[4], "0", "1")
+  end
+  if redis.call("HLEN", k[3]) > 48 then
+    error("lean: a bucket to split")
+  end
+  remember(k[5], k[6], a[8], a[9], "*1:$3:NEW")
+  return "NEW"
+end
+
+-- One step of claim_due, its reply text as the library's.
+-- KEYS: seals, timer_walk, timer_held, timer_held_fire, timer_claims,
+-- replies, replies_old. ARGV: now, room, lease, budget, skip, lane, number.
+local function claim_due(k, a)
+  local now, room, lease, budget, skip = a[1], tonumber(a[2]), a[3], a[4], tonumber(a[5])
+  if redis.call("ZRANGEBYSCORE", k[3], "-inf", now, "LIMIT", "0", budget)[1] then
+    error("lean: a lapsed lease")
+  end
+  local reach = math.min(tonumber(budget), room)
+  local walked = redis.call("ZRANGEBYSCORE", k[2], "-inf", now, "WITHSCORES", "LIMIT", skip, reach)
+  local n = #walked / 2
+  local tids, runs = {}, {}
+  for i = 1, n do
+    local m = walked[2 * i - 1]
+    local first = string.find(m, TERM, 1, true)
+    local second = first and string.find(m, TERM, first + 1, true)
+    if not second or not string.find(m, "^%d+[fc]", second + 1) or string.find(m, "!", 1, true) then
+      error("lean: a member that needs escapes, or not a member")
+    end
+    tids[i], runs[i] = string.sub(m, 1, second), string.sub(m, 1, first - 1)
+  end
+  local sealed = n > 0 and redis.call("HMGET", k[1], unpack(runs)) or {}
+  local last = n > 0 and redis.call("HMGET", k[5], unpack(tids)) or {}
+  local now_n = tonumber(now)
+  local expiry, claim = string.format("%.0f", now_n + tonumber(lease)), now .. " " .. lease .. " "
+  local text, t, taken, held, fires, claims = { false }, 1, {}, {}, {}, {}
+  for i = 1, n do
+    if sealed[i] then
+      error("lean: a sealed run's timer")
+    end
+    local m, fire, count, live = walked[2 * i - 1], walked[2 * i], "1", false
+    if last[i] then
+      local at, l, c = string.match(last[i], "^(%-?%d+) (%d+) (%d+)$")
+      if not at then
+        return redis.error_reply("CORRUPT bad claim")
+      end
+      live, count = tonumber(at) + tonumber(l) > now_n, string.format("%d", tonumber(c) + 1)
+    end
+    if live then
+      skip = skip + 1
+    else
+      local j = 2 * #taken
+      taken[#taken + 1] = m
+      held[j + 1], held[j + 2] = expiry, m
+      fires[j + 1], fires[j + 2] = fire, m
+      claims[j + 1], claims[j + 2] = tids[i], claim .. count
+      text[t + 1], text[t + 2], text[t + 3] = LENGTH[#m] or ("$" .. #m .. ":"), m, LENGTH[#fire]
+      text[t + 4], text[t + 5], text[t + 6] = fire, LENGTH[#count], count
+      t = t + 6
+    end
+  end
+  if #taken > 0 then
+    redis.call("ZREM", k[2], unpack(taken))
+    redis.call("ZADD", k[3], unpack(held))
+    redis.call("ZADD", k[4], unpack(fires))
+    redis.call("HSET", k[5], unpack(claims))
+  end
+  local more = n == reach and #taken < room and "1" or "0"
+  local skipped = string.format("%d", skip)
+  local head = "*" .. string.format("%d", 5 + #taken * 3) .. ":$2:OK" .. dollar(now)
+  text[1] = head .. dollar(more) .. "$0:" .. dollar(skipped)
+  local out = table.concat(text)
+  remember(k[6], k[7], a[6], a[7], out)
+  return out
+end
+
+-- KEYS: timer_walk, timer_held, timer_held_fire, timer_claims, the timer
+-- bucket of the run, replies, replies_old. ARGV: run, effect, lane, number.
+local function disarm(k, a)
+  local tid = comp(a[1]) .. comp(a[2])
+  local attrs = redis.call("HGET", k[5], tid)
+  if not attrs or not string.find(attrs, "^%d+[fc]") then
+    error("lean: no timer, or not its attributes")
+  end
+  local m = tid .. attrs
+  if redis.call("ZREM", k[2], m) == 1 then
+    redis.call("ZREM", k[3], m)
+  elseif redis.call("ZREM", k[1], m) == 0 then
+    return redis.error_reply("CORRUPT a timer's row is in no walk")
+  end
+  redis.call("HDEL", k[5], tid)
+  redis.call("HDEL", k[4], tid)
+  remember(k[6], k[7], a[3], a[4], "*1:$7:REMOVED")
+  return "REMOVED"
+end
+
+redis.register_function("lean_arm", arm)
+redis.register_function("lean_claim_due", claim_due)
+redis.register_function("lean_disarm", disarm)
+
 redis.register_function("lean_deliver", deliver(false))
 redis.register_function("lean_claim_for", claim_for(false))
 redis.register_function("lean_unsubscribe", unsubscribe(false))
@@ -396,6 +526,91 @@ class Lean:
             calls.append((keys, [w.run, w.effect, *geometry, *token()]))
         f = self.prefix + "unsubscribe"
         return lambda: [self.client.fcall(f, 12, *ks, *a) for ks, a in calls]
+
+
+class LeanTimers:
+    """The lean timer functions' calls for one tenant's timers (a timer's life:
+    ``lean_arm``, ``lean_claim_due``, ``lean_disarm``), each call's keys and arguments
+    computed beforehand from the timer buckets' geometry stored then."""
+
+    def __init__(self, client: redis.Redis, tenant: str) -> None:
+        self.client, self.keys = client, TenantKeys(tenant)
+
+    def geometry(self) -> Geometry:
+        return Geometry.parse(self.client.hget(self.keys.key("geometry"), "timer") or "0 0")
+
+    def arm(self, timers: Sequence[Timer]) -> Callable[[], Any]:
+        k, g = self.keys.key, self.geometry()
+        calls = []
+        for t in timers:
+            keys = [k("timer_walk"), k("geometry"), self.keys.timer_bucket(t.run, g)]
+            keys += [k("wake"), k("replies"), k("replies_old")]
+            args = [t.run, t.effect, str(instant("fire_at", t.fire_at)), str(t.step)]
+            args += [t.phase.value, t.case or "", g.text(), *token()]
+            calls.append((keys, args))
+        return lambda: [self.client.fcall("lean_arm", 6, *ks, *a) for ks, a in calls]
+
+    def claim_all(self, now: int, limit: int = 128, lease: int = DEFAULT_TIMER_LEASE_MS) -> None:
+        """Every timer due at ``now`` claimed in pages of ``limit``, each page in
+        steps of ``TIMER_SCAN`` entries, as the store's ``claim_due`` loop claims
+        them, until a page comes back empty."""
+        roles = ("seals", "timer_walk", "timer_held", "timer_held_fire", "timer_claims")
+        keys = [self.keys.key(role) for role in (*roles, "replies", "replies_old")]
+        while True:
+            claimed, skip, more = 0, "0", True
+            while claimed < limit and more:
+                args = [now, limit - claimed, lease, TIMER_SCAN, skip, *token()]
+                reply = self.client.fcall("lean_claim_due", 7, *keys, *args)
+                values = replayed(reply)
+                skip, more = values[4].decode(), values[2] == b"1"
+                claimed += (len(values) - 5) // 3
+            if claimed == 0:
+                return
+
+    def disarm(self, pairs: Sequence[tuple[str, str]]) -> Callable[[], Any]:
+        k, g = self.keys.key, self.geometry()
+        roles = ("timer_walk", "timer_held", "timer_held_fire", "timer_claims")
+        fixed = [k(role) for role in roles]
+        calls = []
+        for run, effect in pairs:
+            keys = [*fixed, self.keys.timer_bucket(run, g), k("replies"), k("replies_old")]
+            calls.append((keys, [run, effect, *token()]))
+        return lambda: [self.client.fcall("lean_disarm", 7, *ks, *a) for ks, a in calls]
+
+
+def life_timers(base: int, n: int) -> list[Timer]:
+    """The timers of a timer's life, due at ``at(base + n)``: n of them over 50 runs."""
+    return [Timer(f"c-{i % 50}", f"lt-{i}", at(i)) for i in range(base, base + n)]
+
+
+def timer_lives(
+    store: RedisStore, lean: LeanTimers, base: int, n: int
+) -> tuple[dict[str, Callable[[], Any]], dict[str, Callable[[], Callable[[], Any]]]]:
+    """A timer's life for ``n`` timers (``life_timers``) through the library's store,
+    each step a batch, and through the lean functions, each step what computes
+    its calls (what the store does in Python, reading the geometry stored then)
+    and answers the batch that sends them."""
+    timers = life_timers(base, n)
+    now = at(base + n)
+    pairs = [(t.run, t.effect) for t in timers]
+
+    def claim_all() -> None:
+        while store.timers.claim_due(now=now, limit=128):
+            pass
+
+    def lean_claim_all() -> None:
+        lean.claim_all(int(now.timestamp() * 1000))
+
+    library = {
+        "arm": lambda: [store.timers.arm(t) for t in timers],
+        "claim_due": claim_all,
+        "disarm": lambda: [store.timers.disarm(run, effect) for run, effect in pairs],
+    }
+    return library, {
+        "arm": lambda: lean.arm(timers),
+        "claim_due": lambda: lean_claim_all,
+        "disarm": lambda: lean.disarm(pairs),
+    }
 
 
 def ms(j: int) -> int:
@@ -501,6 +716,23 @@ def equivalent(client: redis.Redis, n: int, base: int = 7 * 10**6) -> dict[str, 
     return out
 
 
+def timers_equivalent(client: redis.Redis, n: int, base: int = 7 * 10**6) -> list[str]:
+    """A timer's life for ``n`` timers run through the library (tenant ``lib-timers``)
+    and through the lean functions (``lean-timers``): after each step, the keys
+    whose contents differ (none, when the lean functions write what the library
+    does)."""
+    client.function_load(LEAN, replace=True)
+    store = RedisStore(client, tenant="lib-timers")
+    library, lean = timer_lives(store, LeanTimers(client, "lean-timers"), base, n)
+    differ: set[str] = set()
+    for step in ("arm", "claim_due", "disarm"):
+        library[step]()
+        lean[step]()()
+        a, b = tenant_state(client, "lib-timers"), tenant_state(client, "lean-timers")
+        differ.update(f"{s} after {step}" for s in a.keys() | b.keys() if a.get(s) != b.get(s))
+    return sorted(differ)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--server", choices=["valkey", "redis"], default="valkey")
@@ -511,6 +743,8 @@ def main() -> None:
         client = redis.Redis.from_url(server.url)
         for tenant, differ in equivalent(client, n).items():
             print(f"{tenant}: keys that differ after {n} lives each: {', '.join(differ) or 'none'}")
+        differ = timers_equivalent(client, n)
+        print(f"timers: keys that differ after {n} lives: {', '.join(differ) or 'none'}")
         client.flushall()
         client.function_load(LEAN, replace=True)
         client.config_set("slowlog-log-slower-than", -1)
@@ -520,6 +754,15 @@ def main() -> None:
         for step in ("deliver", "claim_for", "unsubscribe"):
             row = [server_mean(client, "fcall", life[step])[0] for life in ran]
             print(f"| {step} | " + " | ".join(f"{t:.1f}" for t in row) + " |")
+        library, lean = timer_lives(
+            RedisStore(client, tenant="lib-timers"), LeanTimers(client, "lean-timers"), 0, n
+        )
+        print("\n| server time per call, mean µs | library | lean |\n|---|---:|---:|")
+        for step in ("arm", "claim_due", "disarm"):
+            row = [server_mean(client, "fcall", library[step])[0]]
+            row.append(server_mean(client, "fcall", lean[step]())[0])
+            name = f"{step} (a step of {TIMER_SCAN} timers)" if step == "claim_due" else step
+            print(f"| {name} | " + " | ".join(f"{t:.1f}" for t in row) + " |")
 
 
 if __name__ == "__main__":

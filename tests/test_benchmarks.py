@@ -293,6 +293,7 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
         "| lean, the library's layout: event life |",
         "| lean, the fewest commands: event life |",
         "| lean, the fewest commands, the strings from the client: event life |",
+        "| lean, the library's layout: timer life |",
         "| the same, with the call token (a first send) and the reply remembered |",
         "| close (a wait and a timer) |",
         "| disarm_run (one timer) |",
@@ -330,14 +331,16 @@ def test_instructions_counts_the_server_s_work_under_callgrind(request):
 
 @pytest.mark.real
 def test_the_lean_functions_write_what_the_library_writes():
-    """lean.py: an event's life through each set of its lean functions leaves every
-    key of the tenant as the library's leaves it, remembered replies included (but
-    those of the set that answers the rows it read), and each call's server time
-    is printed beside the library's."""
+    """lean.py: an event's life through each set of its lean functions, and a timer's
+    life through its timer functions, leave every key of the tenant as the
+    library's leave it, remembered replies included (but those of the set that
+    answers the rows it read), and each call's server time is printed beside the
+    library's."""
     out = run("lean.py", "--calls", "40")
     for mode in ("lean", "fewest", "bare"):
         assert f"{mode}: keys that differ after 40 lives each: none" in out, out
-    assert_rows(out, "| deliver |", "| claim_for |", "| unsubscribe |")
+    assert "timers: keys that differ after 40 lives: none" in out, out
+    assert_rows(out, "| deliver |", "| claim_for |", "| unsubscribe |", "| arm |", "| disarm |")
 
 
 @pytest.mark.real
