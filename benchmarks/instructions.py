@@ -57,7 +57,7 @@ import contextlib
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -369,6 +369,15 @@ def sketch_counts(server: Counted, client: redis.Redis, n: int, rows: int) -> di
     return out
 
 
+def copy_tenant(client: redis.Redis, tenant: str, copies: Iterable[str]) -> None:
+    """Every key of ``tenant`` copied into each tenant of ``copies``, so that lean
+    functions run on the library's items in the same buckets, of the same sizes."""
+    copies = list(copies)
+    for key in client.scan_iter(match=f"agentplane:{{{tenant}}}:*", count=1000):
+        for copy in copies:
+            client.copy(key, key.replace(f"{{{tenant}}}".encode(), f"{{{copy}}}".encode()))
+
+
 def lean_counts(
     server: Counted, client: redis.Redis, store: RedisStore, n: int
 ) -> dict[str, float]:
@@ -378,12 +387,8 @@ def lean_counts(
     own lives ran in, on the same items (their waits registered by the library
     first)."""
     client.function_load(LEAN, replace=True)
-    # Each set's lives run in a copy of the tenant, on the same items: the same
-    # buckets, of the same sizes.
     tenants = {mode: f"{store.tenant}-{mode}" for mode in LEAN_ROWS}
-    for key in client.scan_iter(match=f"agentplane:{{{store.tenant}}}:*", count=1000):
-        for tenant in tenants.values():
-            client.copy(key, key.replace(f"{{{store.tenant}}}".encode(), f"{{{tenant}}}".encode()))
+    copy_tenant(client, store.tenant, tenants.values())
     out: dict[str, float] = {}
     base = 9 * 10**6
     for mode, name in LEAN_ROWS.items():
@@ -405,8 +410,7 @@ def lean_timer_counts(
     instants."""
     client.function_load(LEAN, replace=True)
     tenant = f"{store.tenant}-timers"
-    for key in client.scan_iter(match=f"agentplane:{{{store.tenant}}}:*", count=1000):
-        client.copy(key, key.replace(f"{{{store.tenant}}}".encode(), f"{{{tenant}}}".encode()))
+    copy_tenant(client, store.tenant, [tenant])
     _, life = timer_lives(store, LeanTimers(client, tenant), 0, n)
     counts = {step: server.count(prepare()) / n for step, prepare in life.items()}
     client.function_delete("agentplane_lean")

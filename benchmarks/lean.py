@@ -599,7 +599,7 @@ def timer_lives(
             pass
 
     def lean_claim_all() -> None:
-        lean.claim_all(int(now.timestamp() * 1000))
+        lean.claim_all(ms(base + n))
 
     library = {
         "arm": lambda: [store.timers.arm(t) for t in timers],
